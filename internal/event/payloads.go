@@ -1,0 +1,498 @@
+// The canonical vocabulary; keep ARCHITECTURE.md in step with it.
+
+package event
+
+import "encoding/json"
+
+// Type names an event kind, as stored.
+type Type string
+
+// Payload is the typed body of an event.
+type Payload interface {
+	// EventType reports the Type the payload is stored under.
+	EventType() Type
+}
+
+// Event types.
+const (
+	TypeRunStarted            Type = "run.started"
+	TypeRunCompleted          Type = "run.completed"
+	TypeRunFailed             Type = "run.failed"
+	TypeRunCancelled          Type = "run.cancelled"
+	TypeMessageUser           Type = "message.user"
+	TypeMessageStarted        Type = "message.started"
+	TypeMessageDelta          Type = "message.delta"
+	TypeMessageCompleted      Type = "message.completed"
+	TypeReasoningDelta        Type = "reasoning.delta"
+	TypeReasoningCompleted    Type = "reasoning.completed"
+	TypeToolCallStarted       Type = "tool.call.started"
+	TypeToolCallDelta         Type = "tool.call.delta"
+	TypeToolCallCompleted     Type = "tool.call.completed"
+	TypeToolApprovalRequested Type = "tool.approval.requested"
+	TypeToolApprovalResolved  Type = "tool.approval.resolved"
+	TypeToolExecStarted       Type = "tool.exec.started"
+	TypeToolExecOutput        Type = "tool.exec.output"
+	TypeToolExecProgress      Type = "tool.exec.progress"
+	TypeToolExecCompleted     Type = "tool.exec.completed"
+	TypeInputRequested        Type = "input.requested"
+	TypeInputProvided         Type = "input.provided"
+	TypeInputTimedOut         Type = "input.timed_out"
+	TypeUIRequested           Type = "ui.requested"
+	TypeUIResolved            Type = "ui.resolved"
+	TypeAgentSelected         Type = "agent.selected"
+	TypeNodeEntered           Type = "node.entered"
+	TypeNodeExited            Type = "node.exited"
+	TypeTotExpanded           Type = "tot.expanded"
+	TypeTotEvaluated          Type = "tot.evaluated"
+	TypeTotBacktracked        Type = "tot.backtracked"
+	TypeGotPlanned            Type = "got.planned"
+	TypeGotNodeStarted        Type = "got.node.started"
+	TypeGotNodeCompleted      Type = "got.node.completed"
+	TypeGotNodeFailed         Type = "got.node.failed"
+	TypeGotExpanded           Type = "got.expanded"
+	TypeUsage                 Type = "usage"
+	TypeContextCompacted      Type = "context.compacted"
+)
+
+// RunStarted records that a run began. Strategy is the reasoning strategy (react, dup, tot, got, group); Input is the user text that started it.
+type RunStarted struct {
+	Strategy string `json:"strategy,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	Input    string `json:"input,omitempty"`
+}
+
+// EventType implements Payload.
+func (RunStarted) EventType() Type { return TypeRunStarted }
+
+// RunCompleted records that a run ended normally. Reason is why (for example "final_answer"); Reply is the full final reply.
+type RunCompleted struct {
+	Reason string `json:"reason"`
+	Reply  string `json:"reply"`
+}
+
+// EventType implements Payload.
+func (RunCompleted) EventType() Type { return TypeRunCompleted }
+
+// RunFailed records that a run ended with an error. Code is one of the Code constants.
+type RunFailed struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// EventType implements Payload.
+func (RunFailed) EventType() Type { return TypeRunFailed }
+
+// RunCancelled records that a run was cancelled by a command or by shutdown.
+type RunCancelled struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (RunCancelled) EventType() Type { return TypeRunCancelled }
+
+// MessageUser records that the user said something to the thread.
+type MessageUser struct {
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+}
+
+// EventType implements Payload.
+func (MessageUser) EventType() Type { return TypeMessageUser }
+
+// MessageStarted records that an agent (or system) message began streaming.
+type MessageStarted struct {
+	MessageID string `json:"message_id"`
+	Role      Role   `json:"role"`
+	Agent     string `json:"agent,omitempty"`
+}
+
+// EventType implements Payload.
+func (MessageStarted) EventType() Type { return TypeMessageStarted }
+
+// MessageDelta records that a chunk of a streaming message's text.
+type MessageDelta struct {
+	MessageID string `json:"message_id"`
+	Text      string `json:"text"`
+}
+
+// EventType implements Payload.
+func (MessageDelta) EventType() Type { return TypeMessageDelta }
+
+// MessageCompleted records that a message is complete; Text is its whole text.
+type MessageCompleted struct {
+	MessageID string `json:"message_id"`
+	Role      Role   `json:"role"`
+	Agent     string `json:"agent,omitempty"`
+	Text      string `json:"text"`
+}
+
+// EventType implements Payload.
+func (MessageCompleted) EventType() Type { return TypeMessageCompleted }
+
+// ReasoningDelta records that a chunk of the model's reasoning.
+type ReasoningDelta struct {
+	ReasoningID string `json:"reasoning_id"`
+	Text        string `json:"text"`
+}
+
+// EventType implements Payload.
+func (ReasoningDelta) EventType() Type { return TypeReasoningDelta }
+
+// ReasoningCompleted records that a reasoning block is complete.
+type ReasoningCompleted struct {
+	ReasoningID string `json:"reasoning_id"`
+	Text        string `json:"text"`
+	DurationMS  int64  `json:"duration_ms,omitempty"`
+}
+
+// EventType implements Payload.
+func (ReasoningCompleted) EventType() Type { return TypeReasoningCompleted }
+
+// ToolCallStarted records that the model began a tool call.
+type ToolCallStarted struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+}
+
+// EventType implements Payload.
+func (ToolCallStarted) EventType() Type { return TypeToolCallStarted }
+
+// ToolCallDelta records that a fragment of a tool call's JSON arguments.
+type ToolCallDelta struct {
+	CallID         string `json:"call_id"`
+	ArgumentsDelta string `json:"arguments_delta"`
+}
+
+// EventType implements Payload.
+func (ToolCallDelta) EventType() Type { return TypeToolCallDelta }
+
+// ToolCallCompleted records that the model finished a tool call; Arguments is a JSON object.
+type ToolCallCompleted struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// EventType implements Payload.
+func (ToolCallCompleted) EventType() Type { return TypeToolCallCompleted }
+
+// ToolApprovalRequested records that a tool call waits for a person's decision. Command is the command line for shell tools; Patch the patch text for apply_patch.
+type ToolApprovalRequested struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Command   []string        `json:"command,omitempty"`
+	Patch     string          `json:"patch,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+}
+
+// EventType implements Payload.
+func (ToolApprovalRequested) EventType() Type { return TypeToolApprovalRequested }
+
+// ToolApprovalResolved records that a person decided on a pending tool call.
+type ToolApprovalResolved struct {
+	CallID   string   `json:"call_id"`
+	Decision Decision `json:"decision"`
+	Message  string   `json:"message,omitempty"`
+}
+
+// EventType implements Payload.
+func (ToolApprovalResolved) EventType() Type { return TypeToolApprovalResolved }
+
+// ToolExecStarted records that a tool began running.
+type ToolExecStarted struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+}
+
+// EventType implements Payload.
+func (ToolExecStarted) EventType() Type { return TypeToolExecStarted }
+
+// ToolExecOutput records that output a running tool produced (stdout or stderr).
+type ToolExecOutput struct {
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	Stream string `json:"stream,omitempty"`
+	Text   string `json:"text"`
+}
+
+// EventType implements Payload.
+func (ToolExecOutput) EventType() Type { return TypeToolExecOutput }
+
+// ToolExecProgress records that progress of a long-running tool; Percent is 0..100.
+type ToolExecProgress struct {
+	CallID  string  `json:"call_id"`
+	Name    string  `json:"name"`
+	Percent float64 `json:"percent"`
+	Message string  `json:"message,omitempty"`
+}
+
+// EventType implements Payload.
+func (ToolExecProgress) EventType() Type { return TypeToolExecProgress }
+
+// ToolExecCompleted records that a tool finished; Result is what the model sees.
+type ToolExecCompleted struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Result  string `json:"result"`
+	IsError bool   `json:"is_error"`
+}
+
+// EventType implements Payload.
+func (ToolExecCompleted) EventType() Type { return TypeToolExecCompleted }
+
+// InputRequested records that the agent asks a person for text. Timeout, when non-zero, ends the wait with input.timed_out.
+type InputRequested struct {
+	RequestID      string `json:"request_id"`
+	Prompt         string `json:"prompt"`
+	Secret         bool   `json:"secret,omitempty"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
+	Agent          string `json:"agent,omitempty"`
+}
+
+// EventType implements Payload.
+func (InputRequested) EventType() Type { return TypeInputRequested }
+
+// InputProvided records that a person answered an input request.
+type InputProvided struct {
+	RequestID string `json:"request_id"`
+	Text      string `json:"text"`
+}
+
+// EventType implements Payload.
+func (InputProvided) EventType() Type { return TypeInputProvided }
+
+// InputTimedOut records that nobody answered an input request in time.
+type InputTimedOut struct {
+	RequestID      string `json:"request_id"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
+}
+
+// EventType implements Payload.
+func (InputTimedOut) EventType() Type { return TypeInputTimedOut }
+
+// UIRequested records that a tool asks the frontend to render a component and answer.
+type UIRequested struct {
+	RequestID string          `json:"request_id"`
+	Tool      string          `json:"tool"`
+	Component string          `json:"component"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Agent     string          `json:"agent,omitempty"`
+}
+
+// EventType implements Payload.
+func (UIRequested) EventType() Type { return TypeUIRequested }
+
+// UIResolved records that the frontend answered a UI request.
+type UIResolved struct {
+	RequestID string          `json:"request_id"`
+	Data      json.RawMessage `json:"data,omitempty"`
+}
+
+// EventType implements Payload.
+func (UIResolved) EventType() Type { return TypeUIResolved }
+
+// AgentSelected records that a group chat selected the next speaker.
+type AgentSelected struct {
+	Agent string `json:"agent"`
+}
+
+// EventType implements Payload.
+func (AgentSelected) EventType() Type { return TypeAgentSelected }
+
+// NodeEntered records that a strategy entered a node (think, act, observe, ...).
+type NodeEntered struct {
+	Node string `json:"node"`
+}
+
+// EventType implements Payload.
+func (NodeEntered) EventType() Type { return TypeNodeEntered }
+
+// NodeExited records that a strategy left a node; Error is empty on success.
+type NodeExited struct {
+	Node  string `json:"node"`
+	Error string `json:"error,omitempty"`
+}
+
+// EventType implements Payload.
+func (NodeExited) EventType() Type { return TypeNodeExited }
+
+// TotExpanded records that tree-of-thoughts proposed candidate thoughts.
+type TotExpanded struct {
+	Candidates []string `json:"candidates"`
+}
+
+// EventType implements Payload.
+func (TotExpanded) EventType() Type { return TypeTotExpanded }
+
+// TotEvaluated records that tree-of-thoughts scored the candidates and chose one.
+type TotEvaluated struct {
+	Chosen int       `json:"chosen"`
+	Scores []float64 `json:"scores"`
+}
+
+// EventType implements Payload.
+func (TotEvaluated) EventType() Type { return TypeTotEvaluated }
+
+// TotBacktracked records that tree-of-thoughts went back to an untried candidate.
+type TotBacktracked struct {
+	Reason  string `json:"reason"`
+	ToDepth int    `json:"to_depth"`
+}
+
+// EventType implements Payload.
+func (TotBacktracked) EventType() Type { return TypeTotBacktracked }
+
+// GotPlanned records that graph-of-thoughts planned a task graph.
+type GotPlanned struct {
+	NodeIDs   []string `json:"node_ids"`
+	EdgeCount int      `json:"edge_count"`
+}
+
+// EventType implements Payload.
+func (GotPlanned) EventType() Type { return TypeGotPlanned }
+
+// GotNodeStarted records that a graph-of-thoughts node began.
+type GotNodeStarted struct {
+	NodeID string `json:"node_id"`
+}
+
+// EventType implements Payload.
+func (GotNodeStarted) EventType() Type { return TypeGotNodeStarted }
+
+// GotNodeCompleted records that a graph-of-thoughts node finished.
+type GotNodeCompleted struct {
+	NodeID  string `json:"node_id"`
+	Summary string `json:"summary"`
+}
+
+// EventType implements Payload.
+func (GotNodeCompleted) EventType() Type { return TypeGotNodeCompleted }
+
+// GotNodeFailed records that a graph-of-thoughts node failed.
+type GotNodeFailed struct {
+	NodeID string `json:"node_id"`
+	Error  string `json:"error"`
+}
+
+// EventType implements Payload.
+func (GotNodeFailed) EventType() Type { return TypeGotNodeFailed }
+
+// GotExpanded records that adaptive graph-of-thoughts expanded a node into sub-nodes.
+type GotExpanded struct {
+	NodeID     string `json:"node_id"`
+	NodesAdded int    `json:"nodes_added"`
+	EdgesAdded int    `json:"edges_added"`
+}
+
+// EventType implements Payload.
+func (GotExpanded) EventType() Type { return TypeGotExpanded }
+
+// Usage records that token use of one model call.
+type Usage struct {
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	TotalTokens      int64   `json:"total_tokens"`
+	Cost             float64 `json:"cost,omitempty"`
+}
+
+// EventType implements Payload.
+func (Usage) EventType() Type { return TypeUsage }
+
+// ContextCompacted records that the model context was replaced by a summary. Summary is the text that stands in for the events before this one.
+type ContextCompacted struct {
+	OldTokens int    `json:"old_tokens"`
+	NewTokens int    `json:"new_tokens"`
+	Strategy  string `json:"strategy"`
+	Summary   string `json:"summary"`
+}
+
+// EventType implements Payload.
+func (ContextCompacted) EventType() Type { return TypeContextCompacted }
+
+func decodeAs[T Payload](data []byte) (Payload, error) {
+	var v T
+	err := json.Unmarshal(data, &v)
+	return v, err
+}
+
+var registry = map[Type]func([]byte) (Payload, error){
+	TypeRunStarted:            decodeAs[RunStarted],
+	TypeRunCompleted:          decodeAs[RunCompleted],
+	TypeRunFailed:             decodeAs[RunFailed],
+	TypeRunCancelled:          decodeAs[RunCancelled],
+	TypeMessageUser:           decodeAs[MessageUser],
+	TypeMessageStarted:        decodeAs[MessageStarted],
+	TypeMessageDelta:          decodeAs[MessageDelta],
+	TypeMessageCompleted:      decodeAs[MessageCompleted],
+	TypeReasoningDelta:        decodeAs[ReasoningDelta],
+	TypeReasoningCompleted:    decodeAs[ReasoningCompleted],
+	TypeToolCallStarted:       decodeAs[ToolCallStarted],
+	TypeToolCallDelta:         decodeAs[ToolCallDelta],
+	TypeToolCallCompleted:     decodeAs[ToolCallCompleted],
+	TypeToolApprovalRequested: decodeAs[ToolApprovalRequested],
+	TypeToolApprovalResolved:  decodeAs[ToolApprovalResolved],
+	TypeToolExecStarted:       decodeAs[ToolExecStarted],
+	TypeToolExecOutput:        decodeAs[ToolExecOutput],
+	TypeToolExecProgress:      decodeAs[ToolExecProgress],
+	TypeToolExecCompleted:     decodeAs[ToolExecCompleted],
+	TypeInputRequested:        decodeAs[InputRequested],
+	TypeInputProvided:         decodeAs[InputProvided],
+	TypeInputTimedOut:         decodeAs[InputTimedOut],
+	TypeUIRequested:           decodeAs[UIRequested],
+	TypeUIResolved:            decodeAs[UIResolved],
+	TypeAgentSelected:         decodeAs[AgentSelected],
+	TypeNodeEntered:           decodeAs[NodeEntered],
+	TypeNodeExited:            decodeAs[NodeExited],
+	TypeTotExpanded:           decodeAs[TotExpanded],
+	TypeTotEvaluated:          decodeAs[TotEvaluated],
+	TypeTotBacktracked:        decodeAs[TotBacktracked],
+	TypeGotPlanned:            decodeAs[GotPlanned],
+	TypeGotNodeStarted:        decodeAs[GotNodeStarted],
+	TypeGotNodeCompleted:      decodeAs[GotNodeCompleted],
+	TypeGotNodeFailed:         decodeAs[GotNodeFailed],
+	TypeGotExpanded:           decodeAs[GotExpanded],
+	TypeUsage:                 decodeAs[Usage],
+	TypeContextCompacted:      decodeAs[ContextCompacted],
+}
+
+// Types lists every event type, in vocabulary order.
+var Types = []Type{
+	TypeRunStarted,
+	TypeRunCompleted,
+	TypeRunFailed,
+	TypeRunCancelled,
+	TypeMessageUser,
+	TypeMessageStarted,
+	TypeMessageDelta,
+	TypeMessageCompleted,
+	TypeReasoningDelta,
+	TypeReasoningCompleted,
+	TypeToolCallStarted,
+	TypeToolCallDelta,
+	TypeToolCallCompleted,
+	TypeToolApprovalRequested,
+	TypeToolApprovalResolved,
+	TypeToolExecStarted,
+	TypeToolExecOutput,
+	TypeToolExecProgress,
+	TypeToolExecCompleted,
+	TypeInputRequested,
+	TypeInputProvided,
+	TypeInputTimedOut,
+	TypeUIRequested,
+	TypeUIResolved,
+	TypeAgentSelected,
+	TypeNodeEntered,
+	TypeNodeExited,
+	TypeTotExpanded,
+	TypeTotEvaluated,
+	TypeTotBacktracked,
+	TypeGotPlanned,
+	TypeGotNodeStarted,
+	TypeGotNodeCompleted,
+	TypeGotNodeFailed,
+	TypeGotExpanded,
+	TypeUsage,
+	TypeContextCompacted,
+}

@@ -1,0 +1,137 @@
+// Package llm is the one interface agentwire's agent runtime uses to talk to a
+// language model, and the types that cross it. Providers live in
+// sub-packages: openai (any Chat Completions server), anthropic, gemini and
+// scripted (deterministic and offline).
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+)
+
+// Model streams one model turn. Implementations must stop promptly and yield
+// ctx.Err() (possibly wrapped) when ctx is cancelled.
+type Model interface {
+	// Name is the model name requests go to (for example "gpt-4o-mini").
+	Name() string
+	// Stream sends req and yields the turn's chunks in order. A non-nil error
+	// ends the stream; the iterator yields nothing after it. A stream that ends
+	// without error has yielded exactly one ChunkFinish as its last chunk.
+	Stream(ctx context.Context, req Request) iter.Seq2[Chunk, error]
+}
+
+// Request is one model call: the conversation so far and the tools on offer.
+type Request struct {
+	// System is the system prompt; empty for none.
+	System   string
+	Messages []Message
+	Tools    []ToolSpec
+	// MaxTokens caps the reply; zero leaves the provider's default.
+	MaxTokens int
+}
+
+// Role is the author of a Message.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	// RoleTool carries one tool result, answering ToolCallID.
+	RoleTool Role = "tool"
+)
+
+// Message is one turn of the conversation as the model sees it.
+type Message struct {
+	Role Role
+	// Content is the text of a user or assistant message, or a tool's result.
+	Content string
+	// Reasoning is the assistant's reasoning text, where the provider wants it
+	// sent back (Anthropic thinking blocks); others ignore it.
+	Reasoning string
+	// ReasoningSignature is the provider's opaque signature for Reasoning.
+	ReasoningSignature string
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
+	// ToolCallID and Name identify the call a RoleTool message answers.
+	ToolCallID string
+	Name       string
+	// IsError marks a tool result as a failure.
+	IsError bool
+}
+
+// ToolCall is a complete call the model made.
+type ToolCall struct {
+	ID   string
+	Name string
+	// Arguments is the JSON object text the model produced.
+	Arguments string
+}
+
+// ToolSpec describes a tool to the model.
+type ToolSpec struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the tool's input (an object schema).
+	Parameters json.RawMessage
+}
+
+// ChunkType says which fields of a Chunk are set.
+type ChunkType int
+
+// Chunk types.
+const (
+	// ChunkText: Text is a fragment of the reply.
+	ChunkText ChunkType = iota + 1
+	// ChunkReasoning: Text is a fragment of the model's reasoning.
+	ChunkReasoning
+	// ChunkReasoningSignature: Signature closes the reasoning block (Anthropic).
+	ChunkReasoningSignature
+	// ChunkToolStart: a tool call began; Index, CallID and Name are set.
+	ChunkToolStart
+	// ChunkToolDelta: Arguments is a fragment of call Index's arguments.
+	ChunkToolDelta
+	// ChunkToolDone: call Index is complete; CallID, Name and the whole
+	// Arguments are set.
+	ChunkToolDone
+	// ChunkUsage: Usage is set. Providers report it once per turn.
+	ChunkUsage
+	// ChunkFinish: Finish is set; always the last chunk.
+	ChunkFinish
+)
+
+// Chunk is one piece of a streamed turn.
+type Chunk struct {
+	Type      ChunkType
+	Text      string
+	Signature string
+	// Index is the position of a tool call within the turn, from 0.
+	Index     int
+	CallID    string
+	Name      string
+	Arguments string
+	Usage     Usage
+	Finish    FinishReason
+}
+
+// Usage counts the tokens of one model call.
+type Usage struct {
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// Total is PromptTokens + CompletionTokens.
+func (u Usage) Total() int64 { return u.PromptTokens + u.CompletionTokens }
+
+// FinishReason is why a turn ended.
+type FinishReason string
+
+// Finish reasons, normalised across providers.
+const (
+	FinishStop      FinishReason = "stop"
+	FinishToolCalls FinishReason = "tool_calls"
+	FinishLength    FinishReason = "length"
+	FinishFiltered  FinishReason = "content_filter"
+	FinishOther     FinishReason = "other"
+)

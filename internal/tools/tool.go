@@ -1,0 +1,70 @@
+// Package tools defines the Tool interface the agent runtime calls, the
+// registry of tools offered to a model, and the approval policy that decides
+// which calls may run without asking a person. Built-in tools live in
+// builtin/ and are confined to a working folder.
+package tools
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Spec describes a tool to the model and to protocols that list tools.
+type Spec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Tool is something the model can call.
+type Tool interface {
+	Spec() Spec
+	// Classify tells the approval policy what a call with args would do. It
+	// must not have side effects.
+	Classify(args json.RawMessage) Class
+	// Run executes one call. out receives output as it is produced (it may
+	// be called from several goroutines of the tool, never after Run returns).
+	// Run returns the result the model sees; a failure the model should read
+	// is a Result with IsError, while a returned error means the call could
+	// not be attempted at all. Run must stop promptly when ctx is cancelled.
+	Run(ctx context.Context, args json.RawMessage, out Output) (Result, error)
+}
+
+// Output receives a running tool's output; stream is "stdout" or "stderr"
+// (or "" where the distinction means nothing).
+type Output func(stream, text string)
+
+// Result is what a tool call returns to the model.
+type Result struct {
+	Content string
+	IsError bool
+}
+
+// Effect is what a call does to the world, for the approval policy.
+type Effect int
+
+// Effects, from harmless to most powerful.
+const (
+	// EffectRead only reads inside the working folder (or the network, for
+	// fetchers that refuse private addresses).
+	EffectRead Effect = iota + 1
+	// EffectEdit writes files inside the working folder.
+	EffectEdit
+	// EffectCommand runs a program.
+	EffectCommand
+)
+
+// Class is a call's classification.
+type Class struct {
+	Effect Effect
+	// Command is the argv of a command call, for approval prompts.
+	Command []string
+	// Patch is the patch text of an apply_patch call.
+	Patch string
+	// Key is what approve-always remembers: the program name for commands,
+	// the tool name for edits.
+	Key string
+	// ReadOnlyCommand is set for commands known to only read (ls, cat,
+	// git status, ...): the default policy runs them without asking.
+	ReadOnlyCommand bool
+}
