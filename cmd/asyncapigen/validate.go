@@ -48,6 +48,13 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 	}
 	d := strconv.Itoa(depth)
 	null := strconv.FormatBool(s.Nullable)
+	complex := len(s.OneOf) > 0 || s.Type() == "object" || s.Type() == "array"
+	if complex && !isIdent(path) {
+		g.p("{")
+		defer g.p("}")
+		g.p("q%s := %s", d, path)
+		path = "q" + d
+	}
 	if len(s.OneOf) > 0 {
 		disc, err := discriminator(s)
 		if err != nil {
@@ -107,6 +114,9 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 				g.p("if err := wire.Closed(%s, o%s, %s); err != nil { return err }", path, d, quoteList(names))
 			}
 			for _, p := range s.Props {
+				if !constrains(p.Schema) {
+					continue
+				}
 				g.p("if x%s, ok := o%s[%q]; ok {", d, d, p.Name)
 				if err := g.node(p.Schema, fmt.Sprintf("wire.Field(%s, %q)", path, escapePointer(p.Name)), "x"+d, depth+1); err != nil {
 					return err
@@ -117,7 +127,8 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 		}
 		g.p("}")
 	case "array":
-		needArr := s.Items != nil || s.MinItems != nil || s.MaxItems != nil
+		items := s.Items != nil && constrains(s.Items)
+		needArr := items || s.MinItems != nil || s.MaxItems != nil
 		g.p("{")
 		if needArr {
 			g.p("a%s, isNull, err := wire.Array(%s, %s, %s)", d, path, val, null)
@@ -133,7 +144,7 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 			if s.MaxItems != nil {
 				g.p("if err := wire.MaxItems(%s, a%s, %d); err != nil { return err }", path, d, *s.MaxItems)
 			}
-			if s.Items != nil {
+			if items {
 				g.p("for i%s, x%s := range a%s {", d, d, d)
 				g.p("p%s := wire.Index(%s, i%s)", d, path, d)
 				if err := g.node(s.Items, "p"+d, "x"+d, depth+1); err != nil {
@@ -214,6 +225,20 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 		}
 	}
 	return nil
+}
+
+func isIdent(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// constrains reports whether s rules out any JSON value at all.
+func constrains(s *Schema) bool {
+	return s.Ref != nil || len(s.OneOf) > 0 || s.Type() != "" || s.HasConst || len(s.Enum) > 0
 }
 
 // constEnum writes the const and enum checks of s, skipped for an allowed null.
