@@ -22,3 +22,7 @@ func TestWireInvalidFrames(t *testing.T) {
 func FuzzDecode(f *testing.F) { wiretest.Fuzz(f, "testdata/wire", "inbound", codec) }
 
 func FuzzDecodeOutbound(f *testing.F) { wiretest.Fuzz(f, "testdata/wire", "outbound", codec) }
+
+func TestWireDocumentExamples(t *testing.T) {
+	wiretest.DocumentExamples(t, "../../../asyncapi/agentchat.yaml", codec)
+}

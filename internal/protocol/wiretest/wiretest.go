@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentwire/agentwire/internal/wire"
+	"gopkg.in/yaml.v3"
 )
 
 // Codec adapts one generated package (its Decode, DecodeOutbound and Encode).
@@ -210,4 +211,64 @@ func dropNulls(v any) any {
 		}
 	}
 	return v
+}
+
+// DocumentExamples decodes every message example of an AsyncAPI document in
+// the direction its operation gives (receive: client frames, send: server
+// frames), so the examples shown in generated docs are known to be valid.
+func DocumentExamples(t *testing.T, path string, c Codec) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	var doc struct {
+		Channels map[string]struct {
+			Messages map[string]struct {
+				Ref string `yaml:"$ref"`
+			} `yaml:"messages"`
+		} `yaml:"channels"`
+		Operations map[string]struct {
+			Action   string `yaml:"action"`
+			Messages []struct {
+				Ref string `yaml:"$ref"`
+			} `yaml:"messages"`
+		} `yaml:"operations"`
+		Components struct {
+			Messages map[string]struct {
+				Examples []struct {
+					Name    string `yaml:"name"`
+					Payload any    `yaml:"payload"`
+				} `yaml:"examples"`
+			} `yaml:"messages"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	n := 0
+	for _, op := range doc.Operations {
+		dec := c.Decode
+		if op.Action == "send" {
+			dec = c.DecodeOutbound
+		}
+		for _, mr := range op.Messages {
+			// #/channels/<ch>/messages/<key> -> #/components/messages/<Name>
+			parts := strings.Split(mr.Ref, "/")
+			ch := doc.Channels[parts[2]]
+			comp := strings.TrimPrefix(ch.Messages[parts[4]].Ref, "#/components/messages/")
+			for _, ex := range doc.Components.Messages[comp].Examples {
+				frame, err := json.Marshal(ex.Payload)
+				if err != nil {
+					t.Fatalf("%s: example %s: %v", comp, ex.Name, err)
+				}
+				if _, err := dec(frame); err != nil {
+					t.Errorf("%s: example %q: Decode(%s) = %v", comp, ex.Name, frame, err)
+				}
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatalf("%s has no message examples", path)
+	}
 }

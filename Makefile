@@ -1,0 +1,40 @@
+# agentwire — see README.md.
+GO ?= go
+FUZZTIME ?= 30s
+
+.PHONY: run test generate vet fuzz bench lint
+
+## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data)
+run:
+	$(GO) run ./cmd/server
+
+## test: every test, with the race detector
+test:
+	$(GO) test -race -count=1 ./...
+
+## generate: regenerate generated/ from schemas/ and asyncapi/
+generate:
+	$(GO) generate ./...
+
+vet:
+	$(GO) vet ./...
+
+## fuzz: run every decoder fuzz target for FUZZTIME each
+fuzz:
+	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' internal); do \
+	  pkg=./$$(dirname $$file); \
+	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
+	    echo "fuzz $$pkg $$target"; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+## bench: the benchmarks behind docs/BENCHMARKS.md
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+## lint: the schema document linters CI runs (needs npm)
+lint:
+	cd .ci/lint && npm ci --no-audit --no-fund --loglevel=error
+	node .ci/lint/validate-asyncapi.mjs asyncapi/*.yaml
+	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml
