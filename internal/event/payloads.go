@@ -184,6 +184,9 @@ type ToolApprovalRequested struct {
 	Command   []string        `json:"command,omitempty"`
 	Patch     string          `json:"patch,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
+	// Key is what an approve-always decision remembers for the thread: the
+	// program name of a command, or the tool name of an edit.
+	Key string `json:"key,omitempty"`
 }
 
 // EventType implements Payload.
