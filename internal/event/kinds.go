@@ -38,3 +38,6 @@ const (
 	CodeDenied        = "denied"
 	CodeInputTimedOut = "input_timed_out"
 )
+
+// PurposeExplanation marks a message that explains a pending tool call.
+const PurposeExplanation = "explanation"

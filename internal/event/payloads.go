@@ -104,6 +104,10 @@ type MessageStarted struct {
 	MessageID string `json:"message_id"`
 	Role      Role   `json:"role"`
 	Agent     string `json:"agent,omitempty"`
+	// Purpose is empty for conversation messages; "explanation" marks an
+	// answer to an explain decision, which is shown but not part of the
+	// model's history.
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // EventType implements Payload.
@@ -124,6 +128,10 @@ type MessageCompleted struct {
 	Role      Role   `json:"role"`
 	Agent     string `json:"agent,omitempty"`
 	Text      string `json:"text"`
+	// Purpose is empty for conversation messages; "explanation" marks an
+	// answer to an explain decision, which is shown but not part of the
+	// model's history.
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // EventType implements Payload.
