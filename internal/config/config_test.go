@@ -1,0 +1,88 @@
+package config
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv ...string) func(string) string {
+	m := map[string]string{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) string { return m[k] }
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse(nil, env(), io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:8080", c.Addr)
+	assert.Equal(t, "./data", c.DataDir)
+	assert.Equal(t, "./workspace", c.Workdir)
+	assert.Equal(t, "suggest", c.ApprovalPolicy)
+	assert.Equal(t, "session", c.AgentchatBroadcast)
+	assert.Equal(t, 10, c.MaxSteps)
+	assert.Equal(t, 10*time.Second, c.ShutdownGrace)
+	assert.Equal(t, "scripted", c.Provider())
+	assert.Empty(t, c.Listen)
+}
+
+func TestEnvironmentAndFlags(t *testing.T) {
+	c, err := Parse(
+		[]string{"--addr", "127.0.0.1:9000", "--listen", "threads=127.0.0.1:3030", "--listen=loom=127.0.0.1:3031"},
+		env("AGENTWIRE_ADDR", "127.0.0.1:7000", "AGENTWIRE_APPROVAL_POLICY", "full-auto", "AGENTWIRE_DATA_DIR", "/tmp/x",
+			"AGENTWIRE_AGENTCHAT_BROADCAST", "all", "OPENAI_API_KEY", "sk-test"),
+		io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9000", c.Addr, "a flag wins over its variable")
+	assert.Equal(t, "full-auto", c.ApprovalPolicy)
+	assert.Equal(t, "/tmp/x", c.DataDir)
+	assert.Equal(t, "all", c.AgentchatBroadcast)
+	assert.Equal(t, map[string]string{"threads": "127.0.0.1:3030", "loom": "127.0.0.1:3031"}, c.Listen)
+	assert.Equal(t, "openai", c.Provider())
+}
+
+func TestProviderChoice(t *testing.T) {
+	for _, tc := range []struct {
+		env  func(string) string
+		args []string
+		want string
+	}{
+		{env("ANTHROPIC_API_KEY", "a"), nil, "anthropic"},
+		{env("GEMINI_API_KEY", "g"), nil, "gemini"},
+		{env("GOOGLE_API_KEY", "g"), nil, "gemini"},
+		{env("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1"), nil, "openai"},
+		{env("OPENAI_API_KEY", "o", "ANTHROPIC_API_KEY", "a"), nil, "openai"},
+		{env("OPENAI_API_KEY", "o"), []string{"--llm", "scripted"}, "scripted"},
+		{env("AGENTWIRE_LLM", "gemini"), nil, "gemini"},
+	} {
+		c, err := Parse(tc.args, tc.env, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, c.Provider())
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{[]string{"--approval-policy", "yolo"}, env(), "--approval-policy"},
+		{[]string{"--llm", "gpt"}, env(), "--llm"},
+		{[]string{"--listen", "smtp=127.0.0.1:25"}, env(), "unknown protocol"},
+		{[]string{"--listen", "threads"}, env(), "proto=addr"},
+		{[]string{"--database-url", "mysql://x"}, env(), "postgres://"},
+		{nil, env("AGENTWIRE_MAX_STEPS", "many"), "AGENTWIRE_MAX_STEPS"},
+		{[]string{"stray"}, env(), "unexpected arguments"},
+		{[]string{"--addr", "nonsense"}, env(), "--addr"},
+	} {
+		_, err := Parse(tc.args, tc.env, io.Discard)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}
