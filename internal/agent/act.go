@@ -1,0 +1,236 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/tools"
+)
+
+// job is a tool call cleared to run.
+type job struct {
+	call  llm.ToolCall
+	tool  tools.Tool
+	class tools.Class
+}
+
+// act handles the tool calls of one turn: it judges each call, asks a
+// person where needed (in call order), then runs the cleared calls — all at
+// once when every one of them only reads, else one after another in order.
+// Every call gets exactly one tool.exec.completed.
+func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
+	r.emit(event.NodeEntered{Node: "act"})
+	defer r.emit(event.NodeExited{Node: "act"})
+
+	var jobs []job
+	var stopped error
+	for _, c := range calls {
+		if stopped != nil {
+			r.result(c, "Not run: the user stopped the run.", true)
+			continue
+		}
+		t, ok := r.a.cfg.Tools.Get(c.Name)
+		if !ok {
+			r.result(c, fmt.Sprintf("There is no tool named %q.", c.Name), true)
+			continue
+		}
+		args := json.RawMessage(c.Arguments)
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(args, &obj); err != nil {
+			r.result(c, "The arguments are not a JSON object: "+err.Error(), true)
+			continue
+		}
+		class := t.Classify(args)
+		switch r.a.cfg.Decide(class, func(k string) bool { return r.remembered[k] }) {
+		case Run:
+			jobs = append(jobs, job{c, t, class})
+		case Refuse:
+			r.result(c, "Refused: the approval policy does not allow this call.", true)
+		case Ask:
+			d, msg, err := r.askApproval(ctx, c, class)
+			if err != nil {
+				r.result(c, "Not run: the run was cancelled while waiting for approval.", true)
+				return err
+			}
+			switch d {
+			case event.DecisionApprove:
+				jobs = append(jobs, job{c, t, class})
+			case event.DecisionApproveAlways:
+				if class.Key != "" {
+					r.remembered[class.Key] = true
+				}
+				jobs = append(jobs, job{c, t, class})
+			case event.DecisionDenyStop:
+				r.result(c, denial(msg, "The user denied this call and stopped the run."), true)
+				stopped = errStop
+			default: // deny_continue
+				r.result(c, denial(msg, "The user denied this call. Continue without it, or ask the user how to proceed."), true)
+			}
+		}
+	}
+	if stopped != nil {
+		for _, j := range jobs {
+			r.result(j.call, "Not run: the user stopped the run.", true)
+		}
+		return stopped
+	}
+
+	parallel := len(jobs) > 1
+	for _, j := range jobs {
+		if j.class.Effect != tools.EffectRead {
+			parallel = false
+		}
+	}
+	if parallel {
+		var wg sync.WaitGroup
+		results := make([]tools.Result, len(jobs))
+		for i, j := range jobs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i] = r.exec(ctx, j)
+			}()
+		}
+		wg.Wait()
+		for i, j := range jobs {
+			r.answer(j.call, results[i])
+		}
+	} else {
+		for _, j := range jobs {
+			r.answer(j.call, r.exec(ctx, j))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		// Calls that never ran still need their result.
+		for _, j := range jobs {
+			if !r.answered(j.call.ID) {
+				r.result(j.call, "Not run: the run was cancelled.", true)
+			}
+		}
+		return ctx.Err()
+	}
+	return nil
+}
+
+// exec runs one call, streaming its output, and writes tool.exec.started
+// and tool.exec.completed.
+func (r *run) exec(ctx context.Context, j job) tools.Result {
+	r.emit(event.ToolExecStarted{CallID: j.call.ID, Name: j.call.Name})
+	out := func(stream, text string) {
+		r.emit(event.ToolExecOutput{CallID: j.call.ID, Name: j.call.Name, Stream: stream, Text: text})
+	}
+	res, err := j.tool.Run(tools.WithAsker(ctx, &asker{r: r, tool: j.call.Name}), json.RawMessage(j.call.Arguments), out)
+	switch {
+	case ctx.Err() != nil:
+		res = tools.Result{Content: "Cancelled.", IsError: true}
+	case err != nil:
+		res = tools.Result{Content: err.Error(), IsError: true}
+	}
+	if len(res.Content) > r.a.cfg.MaxResultBytes {
+		res.Content = truncate(res.Content, r.a.cfg.MaxResultBytes)
+	}
+	r.emit(event.ToolExecCompleted{CallID: j.call.ID, Name: j.call.Name, Result: res.Content, IsError: res.IsError})
+	return res
+}
+
+// result answers a call that did not run.
+func (r *run) result(c llm.ToolCall, text string, isErr bool) {
+	r.emit(event.ToolExecCompleted{CallID: c.ID, Name: c.Name, Result: text, IsError: isErr})
+	r.answer(c, tools.Result{Content: text, IsError: isErr})
+}
+
+// answer adds a call's result to the model's history.
+func (r *run) answer(c llm.ToolCall, res tools.Result) {
+	r.msgs = append(r.msgs, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Name: c.Name, Content: res.Content, IsError: res.IsError})
+}
+
+func (r *run) answered(id string) bool {
+	for _, m := range r.msgs {
+		if m.Role == llm.RoleTool && m.ToolCallID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// askApproval writes tool.approval.requested and waits for the decision.
+// On "explain" the model explains the call and the same request stands again.
+func (r *run) askApproval(ctx context.Context, c llm.ToolCall, class tools.Class) (event.Decision, string, error) {
+	for {
+		wait := r.w.register(c.ID)
+		r.emit(event.ToolApprovalRequested{
+			CallID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.Arguments),
+			Command: class.Command, Patch: class.Patch, Key: class.Key,
+			Reason: approvalReason(class),
+		})
+		if err := r.em.flush(); err != nil {
+			r.w.unregister(c.ID)
+			return "", "", err
+		}
+		cmd, err := wait(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		d := cmd.Decision
+		switch d {
+		case event.DecisionApprove, event.DecisionApproveAlways, event.DecisionDenyContinue, event.DecisionDenyStop, event.DecisionExplain:
+		default:
+			d = event.DecisionDenyContinue
+		}
+		r.emit(event.ToolApprovalResolved{CallID: c.ID, Decision: d, Message: cmd.Text})
+		if d != event.DecisionExplain {
+			return d, cmd.Text, nil
+		}
+		if err := r.explain(ctx, c); err != nil && ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+	}
+}
+
+// explain asks the model to explain a pending call. The explanation is a
+// message marked as such: shown to people, left out of later history.
+func (r *run) explain(ctx context.Context, c llm.ToolCall) error {
+	// The history up to, not including, the turn that made the call: a
+	// provider rejects a question after unanswered calls.
+	msgs := r.msgs
+	if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleAssistant {
+		msgs = msgs[:n-1]
+	}
+	q := fmt.Sprintf("Before the user approves it, explain in two or three sentences what this tool call does and why it is needed, and any risk it carries.\n\nTool: %s\nArguments: %s", c.Name, c.Arguments)
+	msgs = append(append([]llm.Message(nil), msgs...), llm.Message{Role: llm.RoleUser, Content: q})
+	_, err := r.stream(ctx, llm.Request{System: r.a.cfg.System, Messages: msgs}, event.PurposeExplanation)
+	return err
+}
+
+func approvalReason(c tools.Class) string {
+	switch c.Effect {
+	case tools.EffectEdit:
+		return "This call changes files in the working folder."
+	case tools.EffectCommand:
+		return "This call runs a command: " + strings.Join(c.Command, " ")
+	}
+	return "This call needs approval."
+}
+
+func denial(msg, fallback string) string {
+	if strings.TrimSpace(msg) != "" {
+		return "The user denied this call: " + msg
+	}
+	return fallback
+}
+
+func truncate(s string, n int) string {
+	cut := n
+	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", cut, len(s))
+}
