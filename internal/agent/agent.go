@@ -233,16 +233,16 @@ func (r *run) think(ctx context.Context) (llm.Message, error) {
 // usage events. purpose marks the message (see event.PurposeExplanation).
 func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.Message, error) {
 	var (
-		text            strings.Builder
-		msgID           string
-		msgDone         bool
-		reasonID        string
-		reasoning       strings.Builder
-		calls           []llm.ToolCall
-		callIDs         = map[int]string{}
-		names           = map[int]string{}
-		finished        bool
-		turn            = llm.Message{Role: llm.RoleAssistant}
+		text      strings.Builder
+		msgID     string
+		msgDone   bool
+		reasonID  string
+		reasoning strings.Builder
+		calls     []llm.ToolCall
+		callIDs   = map[int]string{}
+		names     = map[int]string{}
+		finished  bool
+		turn      = llm.Message{Role: llm.RoleAssistant}
 	)
 	endReasoning := func() {
 		if reasonID != "" {
