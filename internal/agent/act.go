@@ -52,6 +52,12 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 		case Refuse:
 			r.result(c, "Refused: the approval policy does not allow this call.", true)
 		case Ask:
+			if !r.spec.Interactive {
+				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run, or use a protocol that carries approvals (AgentLoop).", describe(c, class))
+				r.systemMessage(why)
+				r.result(c, why, true)
+				continue
+			}
 			d, msg, err := r.askApproval(ctx, c, class)
 			if err != nil {
 				r.result(c, "Not run: the run was cancelled while waiting for approval.", true)
@@ -127,7 +133,11 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	out := func(stream, text string) {
 		r.emit(event.ToolExecOutput{CallID: j.call.ID, Name: j.call.Name, Stream: stream, Text: text})
 	}
-	res, err := j.tool.Run(tools.WithAsker(ctx, &asker{r: r, tool: j.call.Name}), json.RawMessage(j.call.Arguments), out)
+	tctx := ctx
+	if r.spec.Interactive {
+		tctx = tools.WithAsker(ctx, &asker{r: r, tool: j.call.Name})
+	}
+	res, err := j.tool.Run(tctx, json.RawMessage(j.call.Arguments), out)
 	switch {
 	case ctx.Err() != nil:
 		res = tools.Result{Content: "Cancelled.", IsError: true}
@@ -208,6 +218,23 @@ func (r *run) explain(ctx context.Context, c llm.ToolCall) error {
 	msgs = append(append([]llm.Message(nil), msgs...), llm.Message{Role: llm.RoleUser, Content: q})
 	_, err := r.stream(ctx, llm.Request{System: r.a.cfg.System, Messages: msgs}, event.PurposeExplanation)
 	return err
+}
+
+// systemMessage writes a complete system message (shown to people, not part
+// of the model's history).
+func (r *run) systemMessage(text string) {
+	id := event.NewID()
+	r.emit(event.MessageStarted{MessageID: id, Role: event.RoleSystem})
+	r.emit(event.MessageDelta{MessageID: id, Text: text})
+	r.emit(event.MessageCompleted{MessageID: id, Role: event.RoleSystem, Text: text})
+}
+
+// describe names a call for people: its command line, or the tool.
+func describe(c llm.ToolCall, class tools.Class) string {
+	if len(class.Command) > 0 {
+		return "the command `" + strings.Join(class.Command, " ") + "`"
+	}
+	return "the " + c.Name + " call"
 }
 
 func approvalReason(c tools.Class) string {

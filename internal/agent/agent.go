@@ -120,6 +120,11 @@ type Spec struct {
 	Run    string
 	// Input is the user text that started the run (for run.started).
 	Input string
+	// Interactive says a person can answer approvals and input requests for
+	// this run. Runs started over protocols that cannot carry them
+	// (agentchat, threads) are not: a call that would need approval is not
+	// run, and the user is told why in a system message.
+	Interactive bool
 }
 
 // errStop ends a run early: a person denied a call and stopped the run.
