@@ -1,0 +1,50 @@
+package agentchat
+
+import (
+	"strings"
+
+	"github.com/agentwire/agentwire/generated/agentchatapi"
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// project maps one canonical event onto the agentchat frames it shows as;
+// most events show as nothing (deltas, run bookkeeping, usage).
+func project(e event.Event) []agentchatapi.Outbound {
+	switch p := e.Payload.(type) {
+	case event.MessageUser:
+		return one(agentchatapi.NewUserMessageEvent(p.Text))
+	case event.MessageCompleted:
+		if strings.TrimSpace(p.Text) == "" {
+			return nil
+		}
+		return one(agentchatapi.NewAgentMessageEvent(p.Text))
+	case event.ReasoningCompleted:
+		if strings.TrimSpace(p.Text) == "" {
+			return nil
+		}
+		return one(agentchatapi.NewAgentThinkingEvent(p.Text))
+	case event.ToolCallCompleted:
+		return one(agentchatapi.NewToolCallEvent(p.Name, string(p.Arguments)))
+	case event.ToolExecCompleted:
+		return one(agentchatapi.NewToolResultEvent(p.Name, p.Result, !p.IsError))
+	case event.ToolApprovalRequested:
+		// Another protocol's client can answer; say what the run waits for.
+		return one(agentchatapi.NewAgentMessageEvent("Waiting for approval of the " + p.Name + " call. " +
+			"This connection cannot approve it; a client of a protocol with approvals (AgentLoop) can."))
+	case event.InputRequested:
+		return one(agentchatapi.NewAgentMessageEvent("The agent asks: " + p.Prompt +
+			"\n(This connection cannot answer input requests; a client of a protocol that can, such as AG2 chat.*, can.)"))
+	case event.InputTimedOut:
+		return one(agentchatapi.NewErrorEvent("Nobody answered the agent's question in time."))
+	case event.RunFailed:
+		return one(agentchatapi.NewErrorEvent(p.Message))
+	case event.RunCancelled:
+		if p.Reason == "denied" {
+			return one(agentchatapi.NewErrorEvent("The run was stopped: a tool call was denied."))
+		}
+		return one(agentchatapi.NewErrorEvent("The run was cancelled."))
+	}
+	return nil
+}
+
+func one(m agentchatapi.Outbound) []agentchatapi.Outbound { return []agentchatapi.Outbound{m} }
