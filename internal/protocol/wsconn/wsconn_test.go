@@ -1,0 +1,143 @@
+package wsconn
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// echoServer serves sockets that echo every frame and records each Conn.
+func echoServer(t *testing.T, reg *Registry, opts Options) (*httptest.Server, chan *Conn) {
+	conns := make(chan *Conn, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Serve(w, r, reg, opts, func(ctx context.Context, c *Conn) error {
+			conns <- c
+			for {
+				b, err := c.Read(ctx)
+				if err != nil {
+					return err
+				}
+				c.Send(b)
+			}
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, conns
+}
+
+func dial(t *testing.T, srv *httptest.Server) *websocket.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	require.NoError(t, err)
+	ws.SetReadLimit(64 << 20)
+	t.Cleanup(func() { ws.CloseNow() })
+	return ws
+}
+
+func TestEcho(t *testing.T) {
+	reg := NewRegistry()
+	srv, _ := echoServer(t, reg, Options{})
+	ws := dial(t, srv)
+	ctx := context.Background()
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte("hello")))
+	_, b, err := ws.Read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(b))
+}
+
+// A client that stops reading is disconnected as a slow consumer; the
+// server never blocks on it, and another client is unaffected.
+func TestSlowConsumerIsDisconnected(t *testing.T) {
+	reg := NewRegistry()
+	srv, conns := echoServer(t, reg, Options{QueueSize: 4, WriteTimeout: time.Minute})
+	slow := dial(t, srv)
+	slowConn := <-conns
+	fast := dial(t, srv)
+	<-conns
+
+	big := []byte(strings.Repeat("x", 1<<20))
+	sent := 0
+	for slowConn.Send(big) {
+		sent++
+		require.Less(t, sent, 10_000, "the queue never filled")
+	}
+	select {
+	case <-slowConn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("slow connection not closing")
+	}
+
+	// The slow client, once it reads, drains what was written and then sees
+	// the close with the slow-consumer reason.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	for err == nil {
+		_, _, err = slow.Read(ctx)
+	}
+	var ce websocket.CloseError
+	if errors.As(err, &ce) {
+		assert.Equal(t, websocket.StatusPolicyViolation, ce.Code)
+		assert.Equal(t, ReasonSlow, ce.Reason)
+	}
+
+	require.NoError(t, fast.Write(ctx, websocket.MessageText, []byte("still here")))
+	_, b, err := fast.Read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "still here", string(b))
+}
+
+func TestShutdownClosesWithGoingAway(t *testing.T) {
+	reg := NewRegistry()
+	srv, conns := echoServer(t, reg, Options{})
+	ws := dial(t, srv)
+	<-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, reg.Shutdown(ctx))
+	_, _, err := ws.Read(ctx)
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err))
+	assert.Equal(t, 0, reg.Len())
+
+	// New sockets are refused once shutting down.
+	_, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	require.Error(t, err)
+	if resp != nil {
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	}
+}
+
+func TestCloseAfterFlushWritesQueuedFrames(t *testing.T) {
+	reg := NewRegistry()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Serve(w, r, reg, Options{}, func(ctx context.Context, c *Conn) error {
+			for i := 0; i < 3; i++ {
+				c.Send([]byte{'a' + byte(i)})
+			}
+			c.CloseAfterFlush(websocket.StatusNormalClosure, "done")
+			return nil
+		})
+	}))
+	defer srv.Close()
+	ws := dial(t, srv)
+	ctx := context.Background()
+	var got []string
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			assert.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err))
+			break
+		}
+		got = append(got, string(b))
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, got)
+}
