@@ -1,0 +1,182 @@
+package sandbox_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
+)
+
+// layout builds a working folder next to a folder it must not reach:
+//
+//	base/outside/secret.txt
+//	base/root/a.txt, sub/f.txt
+//	base/root/out      -> ../outside            (dir escape)
+//	base/root/secret   -> base/outside/secret.txt (absolute escape)
+//	base/root/inner    -> sub                   (stays inside)
+//	base/root/absinner -> base/root/sub         (absolute, inside)
+//	base/root/sub/up   -> ../../outside         (escape one level down)
+//	base/root/nested   -> inner/up              (link to a link that escapes)
+//	base/root/dangling -> ../outside/new.txt    (target missing, outside)
+//	base/root/loop     -> loop
+func layout(t *testing.T) (base, rootDir string) {
+	t.Helper()
+	base = t.TempDir()
+	rootDir = filepath.Join(base, "root")
+	outside := filepath.Join(base, "outside")
+	for _, d := range []string{outside, filepath.Join(rootDir, "sub")} {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+	}
+	write := func(p, s string) { require.NoError(t, os.WriteFile(p, []byte(s), 0o644)) }
+	write(filepath.Join(outside, "secret.txt"), "secret")
+	write(filepath.Join(rootDir, "a.txt"), "a")
+	write(filepath.Join(rootDir, "sub", "f.txt"), "f")
+	link := func(target, name string) { require.NoError(t, os.Symlink(target, filepath.Join(rootDir, name))) }
+	link("../outside", "out")
+	link(filepath.Join(outside, "secret.txt"), "secret")
+	link("sub", "inner")
+	link(filepath.Join(rootDir, "sub"), "absinner")
+	link("../../outside", "sub/up")
+	link("inner/up", "nested")
+	link("../outside/new.txt", "dangling")
+	link("loop", "loop")
+	return base, rootDir
+}
+
+func TestResolve(t *testing.T) {
+	base, rootDir := layout(t)
+	r, err := sandbox.Open(rootDir)
+	require.NoError(t, err)
+	defer r.Close()
+
+	ok := []struct{ in, want string }{
+		{"", "."},
+		{".", "."},
+		{"a.txt", "a.txt"},
+		{"./a.txt", "a.txt"},
+		{"sub/../a.txt", "a.txt"},
+		{filepath.Join(rootDir, "a.txt"), "a.txt"},
+		{rootDir, "."},
+		{"inner/f.txt", filepath.Join("sub", "f.txt")},
+		{"absinner/f.txt", filepath.Join("sub", "f.txt")},
+		{"new/dir/file.txt", filepath.Join("new", "dir", "file.txt")},
+		{"sub/new.txt", filepath.Join("sub", "new.txt")},
+	}
+	for _, c := range ok {
+		got, err := r.Resolve(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("Resolve(%q) = %q, %v, want %q", c.in, got, err, c.want)
+		}
+	}
+
+	escapes := []string{
+		"..",
+		"../outside/secret.txt",
+		"sub/../../outside/secret.txt",
+		"/etc/passwd",
+		filepath.Join(base, "outside", "secret.txt"),
+		"out",
+		"out/secret.txt",
+		"secret",
+		"sub/up/secret.txt",
+		"inner/up/secret.txt",
+		"nested",
+		"nested/secret.txt",
+		"dangling",
+		"out/new-file.txt",
+	}
+	for _, p := range escapes {
+		got, err := r.Resolve(p)
+		if !errors.Is(err, sandbox.ErrEscape) {
+			t.Errorf("Resolve(%q) = %q, %v, want ErrEscape", p, got, err)
+		}
+	}
+
+	if _, err := r.Resolve("loop/x"); err == nil || errors.Is(err, sandbox.ErrEscape) {
+		t.Errorf("Resolve(loop/x) = %v, want a link-loop error", err)
+	}
+}
+
+func TestOpenThroughAlias(t *testing.T) {
+	base, rootDir := layout(t)
+	alias := filepath.Join(base, "alias")
+	require.NoError(t, os.Symlink(rootDir, alias))
+	r, err := sandbox.Open(alias)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, rootDir, r.Dir())
+	got, err := r.Resolve(filepath.Join(alias, "sub", "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join("sub", "f.txt"), got)
+}
+
+func TestWritesStayInside(t *testing.T) {
+	base, rootDir := layout(t)
+	r, err := sandbox.Open(rootDir)
+	require.NoError(t, err)
+	defer r.Close()
+	secret := filepath.Join(base, "outside", "secret.txt")
+
+	for _, p := range []string{"secret", "dangling", "out/x.txt", "../x.txt", "nested/secret.txt"} {
+		err := r.WriteFile(p, []byte("pwned"))
+		require.ErrorIs(t, err, sandbox.ErrEscape, "WriteFile(%q)", p)
+	}
+	b, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.Equal(t, "secret", string(b))
+	_, err = os.Lstat(filepath.Join(base, "outside", "new.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Lstat(filepath.Join(base, "x.txt"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	require.ErrorIs(t, r.Rename("a.txt", "../moved.txt"), sandbox.ErrEscape)
+	require.ErrorIs(t, r.Rename("out/secret.txt", "stolen.txt"), sandbox.ErrEscape)
+	require.ErrorIs(t, r.MkdirAll("out/newdir"), sandbox.ErrEscape)
+	_, err = r.ReadFile("secret")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+
+	// Removing a link removes the link, never its target.
+	require.NoError(t, r.Remove("secret"))
+	_, err = os.Stat(secret)
+	require.NoError(t, err)
+}
+
+func TestWriteFile(t *testing.T) {
+	_, rootDir := layout(t)
+	r, err := sandbox.Open(rootDir)
+	require.NoError(t, err)
+	defer r.Close()
+
+	require.NoError(t, r.WriteFile("deep/er/new.txt", []byte("hello")))
+	b, err := os.ReadFile(filepath.Join(rootDir, "deep", "er", "new.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(b))
+
+	// Through a link inside the folder, the target is written.
+	require.NoError(t, r.WriteFile("inner/f.txt", []byte("via link")))
+	b, err = os.ReadFile(filepath.Join(rootDir, "sub", "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "via link", string(b))
+
+	// An existing file keeps its mode.
+	exe := filepath.Join(rootDir, "run.sh")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.Chmod(exe, 0o750))
+	require.NoError(t, r.WriteFile("run.sh", []byte("#!/bin/sh\necho hi\n")))
+	fi, err := os.Stat(exe)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o750), fi.Mode().Perm())
+
+	require.Error(t, r.WriteFile("sub", []byte("x")))
+
+	// No temporary files are left behind.
+	entries, err := os.ReadDir(rootDir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name(), ".tmp")
+	}
+}
