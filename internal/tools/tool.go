@@ -67,4 +67,10 @@ type Class struct {
 	// ReadOnlyCommand is set for commands known to only read (ls, cat,
 	// git status, ...): the default policy runs them without asking.
 	ReadOnlyCommand bool
+	// Parts classifies each call of a call that makes several (batch). The
+	// fields above then summarise them conservatively: Effect is the most
+	// powerful part's, ReadOnlyCommand holds only when no part edits or runs
+	// anything else, and Key is set only when every part that needs approval
+	// shares it. Policy.Decide judges each part.
+	Parts []Class
 }
