@@ -43,11 +43,11 @@ func TestSplitCommand(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]error{
-		`echo "open`:         tools.ErrUnterminatedQuote,
-		`echo 'open`:         tools.ErrUnterminatedQuote,
-		"echo $(rm -rf x)":   tools.ErrSubstitution,
-		"echo `rm -rf x`":    tools.ErrSubstitution,
-		`echo "$(rm -rf x)"`: tools.ErrSubstitution,
+		`echo "open`:            tools.ErrUnterminatedQuote,
+		`echo 'open`:            tools.ErrUnterminatedQuote,
+		"echo $(rm -rf x)":      tools.ErrSubstitution,
+		"echo `rm -rf x`":       tools.ErrSubstitution,
+		`echo "$(rm -rf x)"`:    tools.ErrSubstitution,
 		`echo "a` + "`b`" + `"`: tools.ErrSubstitution,
 	} {
 		if _, err := tools.SplitCommand(in); !errors.Is(err, want) {
