@@ -1,0 +1,105 @@
+// Package bus carries what must travel between the parts of agentwire that
+// serve one thread: committed events, fanned out live to the thread's
+// subscribers, and commands (cancel, approve, input, UI results), routed to
+// whoever owns the thread's run.
+//
+// The bus is not a log. It delivers what is published while a subscription
+// exists and nothing else; the thread service pairs it with the store to give
+// clients replay, gap filling and resume. That keeps Bus small enough for a
+// network transport: local/ is the in-process bus of a single server, and a
+// NATS bus carries the same interface between the nodes of a cluster.
+// bustest/ holds the behavioural suite every implementation must pass.
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// Errors of every Bus.
+var (
+	// ErrClosed is returned by every method after Close, and ends the
+	// subscriptions that were open when the bus closed.
+	ErrClosed = errors.New("bus: closed")
+	// ErrSlowConsumer ends a subscription whose queue was full when an
+	// event arrived for it. The bus drops the subscriber rather than wait
+	// for it or skip events; the subscriber resumes from its last seq.
+	ErrSlowConsumer = errors.New("bus: slow consumer")
+	// ErrNoHandler is returned by Send when no one handles the thread's
+	// commands: the thread has no run, or its owner has gone.
+	ErrNoHandler = errors.New("bus: no command handler for the thread")
+	// ErrHandlerExists is returned by HandleCommands when the thread already
+	// has a handler: a thread has one owner.
+	ErrHandlerExists = errors.New("bus: the thread already has a command handler")
+)
+
+// Bus delivers a thread's committed events to its live subscribers and its
+// commands to its owner.
+type Bus interface {
+	// Publish delivers events, which must already be committed to the
+	// thread's log and be in seq order, to the thread's current
+	// subscribers. It never waits for a subscriber: one whose queue is full
+	// is ended with ErrSlowConsumer. Events of concurrent Publish calls may
+	// reach subscribers in either order; subscribers fill gaps from the log.
+	Publish(ctx context.Context, thread string, events []event.Event) error
+	// Subscribe returns a subscription to the thread's events. Once it
+	// returns, the subscription receives every event published after that.
+	// queue bounds the events waiting for the subscriber; it must be
+	// positive.
+	Subscribe(ctx context.Context, thread string, queue int) (Subscription, error)
+	// Send delivers cmd to the thread's command handler and returns the
+	// handler's error, or ErrNoHandler when the thread has none.
+	Send(ctx context.Context, thread string, cmd Command) error
+	// HandleCommands makes h the thread's command handler until stop is
+	// called. stop is idempotent; once it returns, h is neither running nor
+	// called again. stop must not be called from h.
+	HandleCommands(ctx context.Context, thread string, h Handler) (stop func(), err error)
+	// Close ends every subscription with ErrClosed and stops every handler.
+	// Calls in flight finish first.
+	Close() error
+}
+
+// Subscription is one subscriber's view of a thread's published events.
+type Subscription interface {
+	// Events delivers the thread's published events in publish order. It
+	// is closed when the subscription ends; events queued before that are
+	// still delivered.
+	Events() <-chan event.Event
+	// Err says why the subscription ended: ErrSlowConsumer, ErrClosed, or
+	// nil when it was closed by its subscriber or is still open.
+	Err() error
+	// Close ends the subscription. It is idempotent.
+	Close()
+}
+
+// Handler handles a thread's commands. It runs on the sender's behalf, while
+// Send waits for it, so it should hand the command on (to the run's inbox)
+// rather than do the work itself. Its error is the sender's answer.
+// Transports that cross processes carry the error's text, not its identity;
+// only the bus's own errors survive errors.Is everywhere.
+type Handler func(ctx context.Context, cmd Command) error
+
+// CommandKind names what a command asks for.
+type CommandKind string
+
+// Command kinds.
+const (
+	CommandCancel  CommandKind = "cancel"  // stop the run
+	CommandApprove CommandKind = "approve" // answer tool.approval.requested
+	CommandInput   CommandKind = "input"   // answer input.requested
+	CommandUI      CommandKind = "ui"      // answer ui.requested
+)
+
+// Command is a request to the owner of a thread's run. It is plain data, so
+// any transport can carry it: the body is JSON whose shape the kind names.
+type Command struct {
+	Kind CommandKind `json:"kind"`
+	// Run is the run the command is for; empty means the thread's active
+	// run.
+	Run string `json:"run,omitempty"`
+	// Body is the command's JSON-encoded arguments, if any.
+	Body json.RawMessage `json:"body,omitempty"`
+}

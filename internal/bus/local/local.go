@@ -1,0 +1,234 @@
+// Package local is the in-process bus of a single agentwire server: publishing
+// hands each event to every subscriber's bounded queue without waiting, and
+// commands call the thread's handler directly.
+package local
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/agentwire/agentwire/internal/bus"
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// Bus is an in-process bus.Bus. The zero value is not usable; call New.
+type Bus struct {
+	mu       sync.RWMutex
+	closed   bool
+	subs     map[string]map[*subscription]struct{}
+	handlers map[string]*handler
+}
+
+var _ bus.Bus = (*Bus)(nil)
+
+// New returns an empty bus.
+func New() *Bus {
+	return &Bus{
+		subs:     map[string]map[*subscription]struct{}{},
+		handlers: map[string]*handler{},
+	}
+}
+
+// Publish implements bus.Bus. It holds the bus only for reading, so
+// publishers to different threads (and to the same one) do not queue behind
+// each other.
+func (b *Bus) Publish(ctx context.Context, thread string, events []event.Event) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var dropped []*subscription
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return bus.ErrClosed
+	}
+	for s := range b.subs[thread] {
+		if !s.offer(events) {
+			dropped = append(dropped, s)
+		}
+	}
+	b.mu.RUnlock()
+	// Dropped subscribers ignore later offers; forgetting them needs the
+	// write lock, so it waits until the fan-out is done.
+	for _, s := range dropped {
+		b.remove(s)
+	}
+	return nil
+}
+
+// Subscribe implements bus.Bus.
+func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if queue <= 0 {
+		return nil, fmt.Errorf("bus: queue must be positive, not %d", queue)
+	}
+	s := &subscription{bus: b, thread: thread, ch: make(chan event.Event, queue)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, bus.ErrClosed
+	}
+	set := b.subs[thread]
+	if set == nil {
+		set = map[*subscription]struct{}{}
+		b.subs[thread] = set
+	}
+	set[s] = struct{}{}
+	return s, nil
+}
+
+// Send implements bus.Bus: it calls the thread's handler on the caller's
+// goroutine.
+func (b *Bus) Send(ctx context.Context, thread string, cmd bus.Command) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return bus.ErrClosed
+	}
+	h := b.handlers[thread]
+	if h == nil {
+		b.mu.RUnlock()
+		return bus.ErrNoHandler
+	}
+	// Counted under the bus lock, so stop, which removes h under the write
+	// lock before it waits, never waits on a call it has not seen.
+	h.calls.Add(1)
+	b.mu.RUnlock()
+	defer h.calls.Done()
+	return h.fn(ctx, cmd)
+}
+
+// HandleCommands implements bus.Bus.
+func (b *Bus) HandleCommands(ctx context.Context, thread string, fn bus.Handler) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if fn == nil {
+		return nil, fmt.Errorf("bus: nil handler")
+	}
+	h := &handler{fn: fn}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, bus.ErrClosed
+	}
+	if b.handlers[thread] != nil {
+		return nil, bus.ErrHandlerExists
+	}
+	b.handlers[thread] = h
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			b.mu.Lock()
+			if b.handlers[thread] == h {
+				delete(b.handlers, thread)
+			}
+			b.mu.Unlock()
+			h.calls.Wait()
+		})
+	}
+	return stop, nil
+}
+
+// Close implements bus.Bus. It waits for command handlers in flight.
+func (b *Bus) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	subs := b.subs
+	handlers := b.handlers
+	b.subs, b.handlers = nil, nil
+	b.mu.Unlock()
+
+	for _, set := range subs {
+		for s := range set {
+			s.end(bus.ErrClosed)
+		}
+	}
+	for _, h := range handlers {
+		h.calls.Wait()
+	}
+	return nil
+}
+
+// remove forgets s; it is called by s.Close.
+func (b *Bus) remove(s *subscription) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	set := b.subs[s.thread]
+	delete(set, s)
+	if len(set) == 0 {
+		delete(b.subs, s.thread)
+	}
+}
+
+type handler struct {
+	fn    bus.Handler
+	calls sync.WaitGroup
+}
+
+// subscription is a bounded queue that publishers fill without waiting.
+type subscription struct {
+	bus    *Bus
+	thread string
+	ch     chan event.Event
+
+	mu    sync.Mutex // guards ended and err, and sends on and closing ch
+	ended bool
+	err   error
+}
+
+// offer queues events, or ends the subscription with ErrSlowConsumer when
+// they do not fit. It reports whether the subscription is still open.
+func (s *subscription) offer(events []event.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	for _, e := range events {
+		select {
+		case s.ch <- e:
+		default:
+			s.endLocked(bus.ErrSlowConsumer)
+			return false
+		}
+	}
+	return true
+}
+
+func (s *subscription) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endLocked(err)
+}
+
+func (s *subscription) endLocked(err error) {
+	if s.ended {
+		return
+	}
+	s.ended, s.err = true, err
+	close(s.ch)
+}
+
+func (s *subscription) Events() <-chan event.Event { return s.ch }
+
+func (s *subscription) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *subscription) Close() {
+	s.end(nil)
+	s.bus.remove(s)
+}
