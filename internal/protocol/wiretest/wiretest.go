@@ -43,6 +43,10 @@ type Example struct {
 	// Wrap, when set, is a frame in which the string "$FRAGMENT" stands
 	// where Frame goes (for examples that show part of a frame).
 	Wrap json.RawMessage `json:"wrap,omitempty"`
+	// Merge, when set, is an object whose members are added to Frame's
+	// (Frame's win), for an example that shows a frame without the members
+	// the protocol adds on the wire (the Loom reply line becomes run_end).
+	Merge json.RawMessage `json:"merge,omitempty"`
 }
 
 // Invalid is a frame a decoder must reject.
@@ -72,6 +76,20 @@ func load[T any](t testing.TB, path string) []T {
 
 // frame returns the example's whole frame.
 func (e Example) frame(t testing.TB) []byte {
+	if len(e.Merge) > 0 {
+		var base, over map[string]json.RawMessage
+		if json.Unmarshal(e.Merge, &base) != nil || json.Unmarshal(e.Frame, &over) != nil {
+			t.Fatalf("%s: merge and frame must both be objects", e.Name)
+		}
+		for k, v := range over {
+			base[k] = v
+		}
+		b, err := json.Marshal(base)
+		if err != nil {
+			t.Fatalf("%s: %v", e.Name, err)
+		}
+		return b
+	}
 	if len(e.Wrap) == 0 {
 		return e.Frame
 	}
