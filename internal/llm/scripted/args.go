@@ -41,7 +41,7 @@ func compileArgs(n *yaml.Node, name string) (args, error) {
 		return args{raw: "{}"}, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		return args{}, fmt.Errorf("arguments: want a mapping (sent as a JSON object) or a string (sent verbatim)")
+		return args{}, at(n.Line, fmt.Errorf("arguments: want a mapping (sent as a JSON object) or a string (sent verbatim)"))
 	}
 	v, err := compileValue(n, name)
 	if err != nil {
@@ -60,7 +60,7 @@ func compileValue(n *yaml.Node, name string) (jsonValue, error) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
-				return jsonValue{}, fmt.Errorf("line %d: object keys must be strings", k.Line)
+				return jsonValue{}, at(k.Line, fmt.Errorf("object keys must be strings"))
 			}
 			e, err := compileValue(n.Content[i+1], name+"."+k.Value)
 			if err != nil {
@@ -84,7 +84,7 @@ func compileValue(n *yaml.Node, name string) (jsonValue, error) {
 		if n.Tag == "!!str" {
 			t, err := compileText(name, n.Value)
 			if err != nil {
-				return jsonValue{}, fmt.Errorf("line %d: %w", n.Line, err)
+				return jsonValue{}, at(n.Line, err)
 			}
 			if t.tmpl != nil {
 				return jsonValue{tmpl: &t}, nil
@@ -92,15 +92,15 @@ func compileValue(n *yaml.Node, name string) (jsonValue, error) {
 		}
 		var x any
 		if err := n.Decode(&x); err != nil {
-			return jsonValue{}, err
+			return jsonValue{}, at(n.Line, err)
 		}
 		b, err := marshal(x)
 		if err != nil {
-			return jsonValue{}, fmt.Errorf("line %d: %v cannot be sent as JSON", n.Line, n.Value)
+			return jsonValue{}, at(n.Line, fmt.Errorf("%s cannot be sent as JSON", n.Value))
 		}
 		return jsonValue{literal: b}, nil
 	}
-	return jsonValue{}, fmt.Errorf("line %d: unsupported YAML node", n.Line)
+	return jsonValue{}, at(n.Line, fmt.Errorf("unsupported YAML node"))
 }
 
 // render returns the arguments' JSON text for one turn.

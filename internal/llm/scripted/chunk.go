@@ -36,18 +36,20 @@ func split(s string, n int) []string {
 }
 
 // words cuts s after each run of white space, so every fragment is a word
-// with the space that follows it ("Hello, ", "world.").
+// with the space that follows it ("Hello, ", "world."); leading space stays
+// with the first word.
 func words(s string) []string {
 	var out []string
 	start := 0
-	inSpace := false
+	inSpace, seenWord := false, false
 	for i, r := range s {
 		space := unicode.IsSpace(r)
-		if inSpace && !space {
+		if inSpace && !space && seenWord {
 			out = append(out, s[start:i])
 			start = i
 		}
 		inSpace = space
+		seenWord = seenWord || !space
 	}
 	return append(out, s[start:])
 }

@@ -224,3 +224,26 @@ func items(n *yaml.Node) []*yaml.Node {
 	}
 	return n.Content
 }
+
+// lineError is an error that knows the line of the file it belongs to.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return e.err.Error() }
+func (e *lineError) Unwrap() error { return e.err }
+
+// at attaches line to err.
+func at(line int, err error) error { return &lineError{line: line, err: err} }
+
+// lineOf returns the innermost line attached to err, or def.
+func lineOf(err error, def int) int {
+	for err != nil {
+		if le, ok := err.(*lineError); ok {
+			def = le.line
+		}
+		err = errors.Unwrap(err)
+	}
+	return def
+}

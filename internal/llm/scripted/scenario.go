@@ -203,7 +203,7 @@ func compile(file string, fs *fileScenario, ln lines) (*Scenario, error) {
 			where := fmt.Sprintf("%s step %d", label, j+1)
 			st, err := compileStep(where, &fst, func(k int) int { return ln.callLine(i, j, k) })
 			if err != nil {
-				fail(line, "%s: %v", where, err)
+				fail(lineOf(err, line), "%s: %v", where, err)
 				continue
 			}
 			r.steps = append(r.steps, st)
@@ -248,14 +248,14 @@ func compileStep(where string, fs *fileStep, callLine func(int) int) (*step, err
 	}
 	for k, fc := range fs.ToolCalls {
 		if fc.Name == "" {
-			return nil, fmt.Errorf("tool call %d (line %d): no name", k+1, callLine(k))
+			return nil, at(callLine(k), fmt.Errorf("tool call %d: no name", k+1))
 		}
 		if fc.Chunk < -1 {
-			return nil, fmt.Errorf("tool call %d (line %d): chunk %d: want a positive number of characters, 0 for the default or -1 for whole", k+1, callLine(k), fc.Chunk)
+			return nil, at(callLine(k), fmt.Errorf("tool call %d: chunk %d: want a positive number of characters, 0 for the default or -1 for whole", k+1, fc.Chunk))
 		}
 		a, err := compileArgs(&fc.Arguments, fmt.Sprintf("%s %s arguments", where, fc.Name))
 		if err != nil {
-			return nil, fmt.Errorf("tool call %d (line %d): %w", k+1, callLine(k), err)
+			return nil, at(callLine(k), fmt.Errorf("tool call %d (%s): %w", k+1, fc.Name, err))
 		}
 		st.calls = append(st.calls, call{id: fc.ID, name: fc.Name, args: a, chunk: fc.Chunk})
 	}

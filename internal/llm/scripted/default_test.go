@@ -1,0 +1,134 @@
+package scripted_test
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/llm/scripted"
+)
+
+func defaultModel() *scripted.Model {
+	return scripted.New(scripted.Default(), scripted.WithPacing(scripted.Pacing{}))
+}
+
+func TestDefaultSaysHowToConfigure(t *testing.T) {
+	got := play(t, defaultModel(), req(user("Hello, who are you?")))
+	require.NoError(t, got.err)
+	for _, want := range []string{
+		"no language model is configured",
+		"OPENAI_API_KEY", "OPENAI_BASE_URL", "http://localhost:11434/v1", "--model llama3.1",
+		"ANTHROPIC_API_KEY", "GEMINI_API_KEY", "--llm", "--scenario FILE",
+	} {
+		assert.Contains(t, got.text, want)
+	}
+	assert.Equal(t, llm.FinishStop, got.finish)
+}
+
+// TestDefaultDemos plays every demo the default reply names, answering
+// each tool call, and checks that each one is a rule of its own that ends.
+func TestDefaultDemos(t *testing.T) {
+	m := defaultModel()
+	fallback := play(t, m, req(user("?"))).text
+	names := regexp.MustCompile(`"((?:demo|list) [a-z]+)"`).FindAllStringSubmatch(fallback, -1)
+	require.Len(t, names, 10, "the default reply lists the demos: %s", fallback)
+
+	for _, n := range names {
+		name := n[1]
+		conv := []llm.Message{user(name)}
+		first := play(t, m, req(conv...))
+		assert.NotEqual(t, fallback, first.text, "%q fell through to the default reply", name)
+		last := first
+		for turns := 0; last.err == nil && len(last.calls) > 0; turns++ {
+			require.Less(t, turns, 3, "%q does not end", name)
+			conv = append(conv, answered(last))
+			for _, c := range last.calls {
+				conv = append(conv, toolResult(c.id, c.name, "answer for "+c.name, false))
+			}
+			last = play(t, m, req(conv...))
+		}
+		if name == "demo error" {
+			assert.Error(t, last.err, name)
+		} else {
+			assert.NoError(t, last.err, name)
+			assert.Equal(t, llm.FinishStop, last.finish, name)
+			assert.NotEmpty(t, last.text, name)
+		}
+	}
+}
+
+func TestDefaultListsFiles(t *testing.T) {
+	m := defaultModel()
+	for _, msg := range []string{"ls", "What's in the folder?", "list the files please", "Which FILES do I have?"} {
+		conv := []llm.Message{user(msg)}
+		t1 := play(t, m, req(conv...))
+		require.NoError(t, t1.err)
+		require.Len(t, t1.calls, 1, "Stream(%q)", msg)
+		assert.Equal(t, "ls", t1.calls[0].name)
+		assert.JSONEq(t, `{"path":"."}`, t1.calls[0].args)
+		assert.Equal(t, llm.FinishToolCalls, t1.finish)
+		conv = append(conv, answered(t1))
+
+		t2 := play(t, m, req(append(conv, toolResult(t1.calls[0].id, "ls", "README.md\nsrc/\ngo.mod\n", false))...))
+		assert.Contains(t, t2.text, "The working folder holds 3 entries:")
+		assert.Contains(t, t2.text, "README.md\nsrc/\ngo.mod")
+		assert.Equal(t, llm.FinishStop, t2.finish)
+
+		t2 = play(t, m, req(append(conv, toolResult(t1.calls[0].id, "ls", "only.txt", false))...))
+		assert.Contains(t, t2.text, "holds 1 entry:")
+
+		t2 = play(t, m, req(append(conv, toolResult(t1.calls[0].id, "ls", "", false))...))
+		assert.Contains(t, t2.text, "The working folder is empty.")
+
+		t2 = play(t, m, req(append(conv, toolResult(t1.calls[0].id, "ls", "permission denied", true))...))
+		assert.Contains(t, t2.text, "I couldn't list the working folder: permission denied")
+	}
+
+	// Words that merely contain "ls" are not a request to list files.
+	got := play(t, m, req(user("tell me about models")))
+	assert.Empty(t, got.calls)
+}
+
+func TestDefaultDemoCalls(t *testing.T) {
+	m := defaultModel()
+	tests := []struct {
+		msg, tool, args string
+	}{
+		{"demo approval", "bash", `{"command":"touch approved.txt"}`},
+		{"demo input", "ask_user", `{"prompt":"What's your name?","timeout_seconds":300}`},
+		{"demo secret", "ask_user", `{"prompt":"Type a pretend API key","secret":true,"timeout_seconds":300}`},
+		{"demo ui", "ui", `{"component":"choice","payload":{"title":"Pick a colour","options":["red","green","blue"]}}`},
+	}
+	for _, tt := range tests {
+		got := play(t, m, req(user(tt.msg)))
+		require.Len(t, got.calls, 1, tt.msg)
+		assert.Equal(t, tt.tool, got.calls[0].name, tt.msg)
+		assert.JSONEq(t, tt.args, got.calls[0].args, tt.msg)
+	}
+
+	tools := play(t, m, req(user("please demo tools")))
+	require.Len(t, tools.calls, 2)
+	assert.Equal(t, []string{"ls", "read"}, []string{tools.calls[0].name, tools.calls[1].name})
+
+	reasoning := play(t, m, req(user("demo reasoning")))
+	assert.NotEmpty(t, reasoning.reasoning)
+	assert.NotEmpty(t, reasoning.text)
+
+	long := play(t, m, req(user("demo long")))
+	assert.Greater(t, len(long.texts), 200)
+
+	denied := play(t, m, req(user("demo approval"), assistant("", llm.ToolCall{ID: "c1", Name: "bash", Arguments: "{}"}),
+		toolResult("c1", "bash", "The user denied this call.", true)))
+	assert.Equal(t, "The command did not run: The user denied this call.", denied.text)
+}
+
+func TestDefaultExplainsCalls(t *testing.T) {
+	// The question the agent asks when a person picks "explain".
+	q := "Before the user approves it, explain in two or three sentences what this tool call does and why it is needed, and any risk it carries.\n\nTool: bash\nArguments: {\"command\":\"touch approved.txt\"}"
+	got := play(t, defaultModel(), req(user("demo approval"), user(q)))
+	assert.Contains(t, got.text, "this explanation is canned")
+	assert.Empty(t, got.calls)
+}
