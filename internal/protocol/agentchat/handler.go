@@ -20,30 +20,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
-	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/wire"
 )
-
-// Core is what the adapter needs from agentwire's thread and run services.
-type Core interface {
-	// LastSeq is the thread's last committed seq.
-	LastSeq(ctx context.Context, thread string) (int64, error)
-	// Subscribe delivers the thread's committed events after seq after.
-	Subscribe(ctx context.Context, thread string, after int64) (Feed, error)
-	// Post gives the thread a user message (runs.Manager.Post).
-	Post(ctx context.Context, thread string, in runs.Input) (runs.Posted, error)
-}
-
-// Feed is a live subscription to one thread.
-type Feed interface {
-	// Events delivers events in seq order; it is closed when the feed ends.
-	Events() <-chan event.Event
-	// Err says why the feed ended (nil after Close).
-	Err() error
-	Close()
-}
 
 // Options configure the adapter.
 type Options struct {
@@ -57,7 +38,7 @@ type Options struct {
 
 // Handler serves agentchat WebSockets.
 type Handler struct {
-	core Core
+	core protocol.Core
 	reg  *wsconn.Registry
 	opts Options
 	hub  *hub
@@ -66,7 +47,7 @@ type Handler struct {
 
 // New returns a Handler; reg tracks its sockets for shutdown. Close stops
 // its subscriptions.
-func New(core Core, reg *wsconn.Registry, opts Options) *Handler {
+func New(core protocol.Core, reg *wsconn.Registry, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}

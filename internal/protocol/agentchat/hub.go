@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 )
 
@@ -14,7 +15,7 @@ import (
 // subscription per thread however many sockets share it. In broadcast mode
 // every socket receives every watched thread's frames.
 type hub struct {
-	core Core
+	core protocol.Core
 	all  bool
 	log  *slog.Logger
 
@@ -38,7 +39,7 @@ type watcher struct {
 	cancel  context.CancelFunc
 }
 
-func newHub(core Core, all bool, log *slog.Logger) *hub {
+func newHub(core protocol.Core, all bool, log *slog.Logger) *hub {
 	return &hub{core: core, all: all, log: log, clients: map[*client]struct{}{}, watchers: map[string]*watcher{}}
 }
 
@@ -109,7 +110,7 @@ func (h *hub) leaveLocked(cl *client) {
 // pump delivers a thread's events until the watcher is cancelled. A feed
 // that ends early (the hub fell behind) is resumed after the last event
 // delivered, so sockets miss nothing.
-func (h *hub) pump(ctx context.Context, w *watcher, feed Feed, last int64) {
+func (h *hub) pump(ctx context.Context, w *watcher, feed protocol.Feed, last int64) {
 	for {
 		last = h.drain(ctx, w, feed, last)
 		feed.Close()
@@ -125,7 +126,7 @@ func (h *hub) pump(ctx context.Context, w *watcher, feed Feed, last int64) {
 	}
 }
 
-func (h *hub) drain(ctx context.Context, w *watcher, feed Feed, last int64) int64 {
+func (h *hub) drain(ctx context.Context, w *watcher, feed protocol.Feed, last int64) int64 {
 	for {
 		select {
 		case <-ctx.Done():
