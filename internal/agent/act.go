@@ -46,12 +46,12 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			continue
 		}
 		class := t.Classify(args)
-		switch r.a.cfg.Decide(class, func(k string) bool { return r.remembered[k] }) {
-		case Run:
+		switch r.a.cfg.Policy.Decide(class, func(k string) bool { return r.remembered[k] }) {
+		case tools.Run:
 			jobs = append(jobs, job{c, t, class})
-		case Refuse:
+		case tools.Refuse:
 			r.result(c, "Refused: the approval policy does not allow this call.", true)
-		case Ask:
+		case tools.Ask:
 			if !r.spec.Interactive {
 				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run, or use a protocol that carries approvals (AgentLoop).", describe(c, class))
 				r.systemMessage(why)

@@ -35,19 +35,11 @@ type Toolbox interface {
 	Specs() []tools.Spec
 }
 
-// Verdict is the approval policy's answer for one call.
-type Verdict int
-
-// Verdicts.
-const (
-	Run    Verdict = iota + 1 // run without asking
-	Ask                       // ask a person first
-	Refuse                    // never run (the policy forbids it)
-)
-
-// Decider is the approval policy: it judges a classified call, given the
-// thread's approve-always memory.
-type Decider func(c tools.Class, remembered func(key string) bool) Verdict
+// Policy is the approval policy (tools.Policy): it judges a classified
+// call, given the thread's approve-always memory.
+type Policy interface {
+	Decide(c tools.Class, remembered func(key string) bool) tools.Verdict
+}
 
 // CommandKind says what a Command answers.
 type CommandKind int
@@ -75,8 +67,8 @@ type Command struct {
 type Config struct {
 	Model llm.Model
 	Tools Toolbox
-	// Decide is the approval policy; nil runs every call.
-	Decide Decider
+	// Policy is the approval policy; nil runs every call (full-auto).
+	Policy Policy
 	// MaxSteps caps the model calls of one run (default 10).
 	MaxSteps int
 	// System is the system prompt.
@@ -108,8 +100,8 @@ func New(cfg Config) *Agent {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Decide == nil {
-		cfg.Decide = func(tools.Class, func(string) bool) Verdict { return Run }
+	if cfg.Policy == nil {
+		cfg.Policy = tools.PolicyFullAuto
 	}
 	return &Agent{cfg: cfg}
 }
