@@ -43,7 +43,7 @@ var readCases = []struct {
 	{name: "block without data not dispatched", in: "event: done\n\ndata: a\n\n",
 		want: []Event{{Type: "message", Data: "a"}}},
 	{name: "id persists", in: "id: 1\ndata: a\n\ndata: b\n\nid: 2\ndata: c\n\n",
-		want: []Event{{ID: "1", Type: "message", Data: "a"}, {ID: "1", Type: "message", Data: "b"}, {ID: "2", Type: "message", Data: "c"}},
+		want:   []Event{{ID: "1", Type: "message", Data: "a"}, {ID: "1", Type: "message", Data: "b"}, {ID: "2", Type: "message", Data: "c"}},
 		lastID: "2"},
 	{name: "empty id resets", in: "id: 1\ndata: a\n\nid\ndata: b\n\n",
 		want: []Event{{ID: "1", Type: "message", Data: "a"}, {Type: "message", Data: "b"}}},
