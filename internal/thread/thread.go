@@ -1,0 +1,217 @@
+// Package thread is the thread service: the one way events enter a thread's
+// log and the one way clients watch it.
+//
+// Append commits events to the store and only then publishes them on the
+// bus, so nothing reaches a client that the log could still lose. Subscribe
+// gives a client the thread's events after a seq it names: the log's events
+// first, then live ones from the bus, with no gap and no duplicate at the
+// seam. Every protocol's resume is that one call.
+//
+// Appends to one thread are not serialised here. The store serialises
+// commits and assigns gapless seqs; concurrent appends may then publish in
+// either order, and a subscription that sees a seq ahead of the next one it
+// expects reads the missing events from the log (which has them: seq N is
+// only committed after every seq before it). The same gap filling covers a
+// bus that reorders or loses events between nodes.
+package thread
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/agentwire/agentwire/internal/bus"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/store"
+)
+
+// Errors of the thread service.
+var (
+	// ErrClosed is returned after Close, and ends the subscriptions that
+	// were open when the service closed.
+	ErrClosed = errors.New("thread: service closed")
+	// ErrSlowConsumer ends a subscription whose queue overflowed because
+	// its consumer did not keep up. The consumer resumes by subscribing
+	// again after the last seq it received. It is bus.ErrSlowConsumer, so
+	// either name matches.
+	ErrSlowConsumer = bus.ErrSlowConsumer
+	// ErrAfterEnd is returned by Subscribe when the seq to resume after is
+	// past the thread's last seq: the client holds a position this log
+	// never had.
+	ErrAfterEnd = errors.New("thread: seq is past the thread's end")
+)
+
+// Default option values.
+const (
+	DefaultQueueSize = 1024
+	DefaultPageSize  = 256
+)
+
+// Options tune a Service. Zero values take the defaults.
+type Options struct {
+	// QueueSize bounds the live events waiting for one subscriber (default
+	// DefaultQueueSize). A subscriber further behind is ended with
+	// ErrSlowConsumer, so it can never hold up an append.
+	QueueSize int
+	// PageSize is how many events a subscription reads from the log at a
+	// time while it replays or fills a gap (default DefaultPageSize).
+	PageSize int
+}
+
+// Service is the thread service. It does not own its store or bus: close
+// them after the service.
+type Service struct {
+	log    store.Log
+	bus    bus.Bus
+	logger *slog.Logger
+	opts   Options
+
+	mu     sync.Mutex
+	closed bool
+	subs   map[*Subscription]struct{}
+	wg     sync.WaitGroup // one per subscription pump
+}
+
+// New returns a Service that keeps events in log and fans them out over b.
+// A nil logger discards.
+func New(log store.Log, b bus.Bus, logger *slog.Logger, opts Options) *Service {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = DefaultQueueSize
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	return &Service{log: log, bus: b, logger: logger, opts: opts, subs: map[*Subscription]struct{}{}}
+}
+
+// Append commits events to the thread's log and then publishes them to its
+// subscribers. It returns the events as committed (seq, id and time
+// assigned). Once the store has committed them, Append reports success even
+// if publishing fails: the events are in the log, and subscribers pick them
+// up from there at the next event or resume. Publishing is not cut short by
+// ctx, so a caller that gives up just after the commit does not leave
+// subscribers waiting.
+func (s *Service) Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error) {
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	committed, err := s.log.Append(ctx, thread, events...)
+	if err != nil || len(committed) == 0 {
+		return committed, err
+	}
+	if err := s.bus.Publish(context.WithoutCancel(ctx), thread, committed); err != nil {
+		s.logger.Error("thread: publish committed events", "thread", thread,
+			"first_seq", committed[0].Seq, "last_seq", committed[len(committed)-1].Seq, "err", err)
+	}
+	return committed, nil
+}
+
+// Read returns up to limit of the thread's events after seq after
+// (store.Log.Read).
+func (s *Service) Read(ctx context.Context, thread string, after int64, limit int) ([]event.Event, error) {
+	return s.log.Read(ctx, thread, after, limit)
+}
+
+// LastSeq returns the thread's last committed seq, 0 for a thread with no
+// events.
+func (s *Service) LastSeq(ctx context.Context, thread string) (int64, error) {
+	return s.log.LastSeq(ctx, thread)
+}
+
+// History returns the thread's conversation events (store.Log.History).
+func (s *Service) History(ctx context.Context, thread string) ([]event.Event, error) {
+	return s.log.History(ctx, thread)
+}
+
+// Threads lists threads by id after the id after (store.Log.Threads).
+func (s *Service) Threads(ctx context.Context, after string, limit int) ([]store.ThreadInfo, error) {
+	return s.log.Threads(ctx, after, limit)
+}
+
+// Close ends every open subscription with ErrClosed, waits for them, and
+// refuses further appends and subscriptions. It is idempotent.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	subs := make([]*Subscription, 0, len(s.subs))
+	for sub := range s.subs {
+		subs = append(subs, sub)
+	}
+	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.cancel(ErrClosed)
+	}
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Service) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Subscribe returns a subscription to the thread's committed events with
+// seq > after, in seq order: first those already in the log, then each new
+// one as it is committed. ctx bounds only the call; the subscription lasts
+// until Close, the service's Close, or an error (see Subscription.Err).
+func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*Subscription, error) {
+	if after < 0 {
+		return nil, fmt.Errorf("thread: subscribe to %q after seq %d: seqs start at 1", thread, after)
+	}
+	if s.isClosed() {
+		return nil, ErrClosed
+	}
+	// Live first: every event committed from here on is published to
+	// live, so reading the log afterwards leaves no gap between the two.
+	live, err := s.bus.Subscribe(ctx, thread, s.opts.QueueSize)
+	if err != nil {
+		return nil, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
+	}
+	last, err := s.log.LastSeq(ctx, thread)
+	if err != nil {
+		live.Close()
+		return nil, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
+	}
+	if after > last {
+		live.Close()
+		return nil, fmt.Errorf("%w: %q after seq %d, last seq %d", ErrAfterEnd, thread, after, last)
+	}
+
+	pctx, cancel := context.WithCancelCause(context.Background())
+	sub := &Subscription{
+		svc:    s,
+		thread: thread,
+		events: make(chan event.Event),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cancel(ErrClosed)
+		live.Close()
+		return nil, ErrClosed
+	}
+	s.subs[sub] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+
+	go func() {
+		defer s.wg.Done()
+		sub.run(pctx, live, after, last)
+	}()
+	return sub, nil
+}
+
+// forget drops a finished subscription.
+func (s *Service) forget(sub *Subscription) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.subs, sub)
+}
