@@ -74,9 +74,15 @@ func (l *Log) Append(ctx context.Context, threadID string, events ...event.Event
 			e.Time = now
 		}
 		e.Time = normalize(e.Time)
+		// Return the payload as Read will, decoded from what is stored, so
+		// live and replayed copies of an event are the same.
+		typ := e.Type()
+		if e.Payload, err = event.DecodePayload(typ, data); err != nil {
+			return nil, fmt.Errorf("memory: append to thread %q: event %d: %w", threadID, i, err)
+		}
 		out[i] = e
 		e.Payload = nil
-		recs[i] = record{event: e, typ: out[i].Type(), data: data}
+		recs[i] = record{event: e, typ: typ, data: data}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -13,7 +13,17 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/memory"
+	"github.com/agentwire/agentwire/internal/store/storetest"
 )
+
+// TestLog runs the suite every store.Log passes.
+func TestLog(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Log {
+		l := memory.New()
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	})
+}
 
 func delta(text string) event.Event {
 	return event.Event{Run: "r", Payload: event.MessageDelta{MessageID: "m", Text: text}}
