@@ -62,7 +62,7 @@ type Options struct {
 type Store struct {
 	path    string
 	log     *slog.Logger
-	wdb     *sql.DB  // one connection, owned by the writer goroutine
+	wdb     *sql.DB // one connection, owned by the writer goroutine
 	wconn   *sql.Conn
 	rdb     *sql.DB // query-only pool
 	commit  *groupcommit.Committer
