@@ -7,7 +7,9 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"iter"
+	"net/http"
 )
 
 // Model streams one model turn. Implementations must stop promptly and yield
@@ -135,3 +137,42 @@ const (
 	FinishFiltered  FinishReason = "content_filter"
 	FinishOther     FinishReason = "other"
 )
+
+// APIError is a failure a provider's API reported: an HTTP error status, or
+// an error event inside a stream. It carries the vendor's status and message
+// so that people can be told why a call failed ("anthropic: 429
+// rate_limit_error: ...") and callers can tell retryable failures apart.
+// Unwrap returns the SDK's own error.
+type APIError struct {
+	// Provider names the API: "openai", "anthropic" or "gemini".
+	Provider string
+	// StatusCode is the HTTP status, or 0 for an error event in a stream
+	// that carried none.
+	StatusCode int
+	// Type is the vendor's error kind, such as "rate_limit_error" or
+	// "RESOURCE_EXHAUSTED"; empty when it sent none.
+	Type string
+	// Message is the vendor's explanation.
+	Message string
+	Err     error
+}
+
+func (e *APIError) Error() string {
+	s := e.Provider + ":"
+	if e.StatusCode != 0 {
+		s += fmt.Sprintf(" %d", e.StatusCode)
+	}
+	if e.Type != "" {
+		s += " " + e.Type
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.StatusCode)
+	}
+	if msg == "" {
+		msg = "error"
+	}
+	return s + ": " + msg
+}
+
+func (e *APIError) Unwrap() error { return e.Err }

@@ -1,0 +1,152 @@
+// Package openai is an llm.Model on the OpenAI Chat Completions API, through
+// the official Go SDK. It speaks to any server with that API, given its base
+// URL: OpenAI itself, and equally Ollama, vLLM and llama.cpp's server.
+package openai
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/url"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentwire/agentwire/internal/llm"
+)
+
+// DefaultModel is the model requests go to when Config.Model is empty.
+const DefaultModel = "gpt-4o-mini"
+
+// DefaultMaxRetries is how often the SDK retries a failed request (rate
+// limits, overload, server errors) when Config.MaxRetries is zero.
+const DefaultMaxRetries = 2
+
+// Config configures a Model.
+type Config struct {
+	// APIKey is sent as a bearer token. Local servers (Ollama, vLLM,
+	// llama.cpp) need none: leave it empty and no key is sent, unless
+	// OPENAI_API_KEY is set, which the SDK reads.
+	APIKey string
+	// BaseURL is the API's root, such as http://localhost:11434/v1 for
+	// Ollama; empty means the SDK's default, https://api.openai.com/v1.
+	BaseURL string
+	// Model defaults to DefaultModel.
+	Model string
+	// HTTPClient defaults to the SDK's client.
+	HTTPClient *http.Client
+	// MaxTokens caps each reply unless a Request sets its own; zero leaves
+	// the server's default.
+	MaxTokens int
+	// MaxRetries is how often a failed request is retried; zero means
+	// DefaultMaxRetries and a negative value means never.
+	MaxRetries int
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Model streams Chat Completions. It is safe for concurrent use.
+type Model struct {
+	client oai.Client
+	model  string
+	// maxTokensField is true to send max_tokens, which servers other than
+	// OpenAI know, instead of max_completion_tokens, which OpenAI's
+	// reasoning models require.
+	maxTokensField bool
+	maxTokens      int
+	log            *slog.Logger
+}
+
+var _ llm.Model = (*Model)(nil)
+
+// New returns a Model for cfg.
+func New(cfg Config) (*Model, error) {
+	m := &Model{model: cfg.Model, maxTokens: cfg.MaxTokens, log: cfg.Logger}
+	if m.model == "" {
+		m.model = DefaultModel
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("openai: MaxTokens %d is negative", cfg.MaxTokens)
+	}
+	retries := cfg.MaxRetries
+	switch {
+	case retries == 0:
+		retries = DefaultMaxRetries
+	case retries < 0:
+		retries = 0
+	}
+	opts := []option.RequestOption{option.WithMaxRetries(retries)}
+	if cfg.BaseURL != "" {
+		u, err := url.Parse(cfg.BaseURL)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("openai: base URL %q is not an absolute URL", cfg.BaseURL)
+		}
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+		m.maxTokensField = u.Hostname() != "api.openai.com"
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
+	}
+	m.client = oai.NewClient(opts...)
+	return m, nil
+}
+
+// Name returns the model requests go to.
+func (m *Model) Name() string { return m.model }
+
+// Stream sends req as one streamed chat completion.
+func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		params, err := m.params(req)
+		if err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		stream := m.client.Chat.Completions.NewStreaming(ctx, params)
+		defer stream.Close()
+		t := turn{yield: yield}
+		for stream.Next() {
+			if !t.chunk(stream.Current()) {
+				return
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(llm.Chunk{}, streamError(ctx, err))
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		if t.finish == "" {
+			yield(llm.Chunk{}, fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF))
+			return
+		}
+		if t.end() {
+			m.log.DebugContext(ctx, "model call done", "provider", "openai", "model", m.model,
+				"finish", t.finish, "prompt_tokens", t.usage.PromptTokens, "completion_tokens", t.usage.CompletionTokens)
+		}
+	}
+}
+
+// streamError turns what ended a stream into the error Stream yields: the
+// context's error when it was cancelled, an *llm.APIError for what the API
+// reported, else err.
+func streamError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if e := apiError(err); e != nil {
+		return e
+	}
+	return fmt.Errorf("openai: %w", err)
+}
