@@ -1,0 +1,229 @@
+package threads
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-faster/jx"
+
+	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/protocol/wiretest"
+	"github.com/agentwire/agentwire/internal/sse"
+	"github.com/agentwire/agentwire/internal/wire"
+)
+
+// example is one JSON example of threads-rest-sse.md; where says where in
+// the document it stands.
+type example struct {
+	Name    string          `json:"name"`
+	Where   string          `json:"where"`
+	Message string          `json:"message"`
+	Event   string          `json:"event"`
+	JSON    json.RawMessage `json:"json"`
+}
+
+// invalid is an input a decoder must reject with this path and a reason
+// that starts with this reason.
+type invalid struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	Event   string `json:"event"`
+	Input   string `json:"input"`
+	Path    string `json:"path"`
+	Reason  string `json:"reason"`
+}
+
+func load[T any](t testing.TB, path string) []T {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	var out []T
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("parse %s: %v", path, err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s holds no cases", path)
+	}
+	return out
+}
+
+// codec decodes and encodes one kind of message.
+type codec struct {
+	decode func([]byte) (any, error)
+	encode func(any) ([]byte, error)
+}
+
+func jsonOf(v interface{ Encode(*jx.Encoder) }) ([]byte, error) {
+	var e jx.Encoder
+	v.Encode(&e)
+	return e.Bytes(), nil
+}
+
+func codecFor(t testing.TB, message, event string) codec {
+	switch message {
+	case "SendMessageRequest":
+		return codec{
+			decode: func(b []byte) (any, error) { return DecodeSendMessageRequest(b) },
+			encode: func(v any) ([]byte, error) { return jsonOf(v.(*threadsapi.SendMessageRequest)) },
+		}
+	case "ThreadResponse":
+		return codec{
+			decode: func(b []byte) (any, error) { return DecodeThreadResponse(b) },
+			encode: func(v any) ([]byte, error) { return jsonOf(v.(*threadsapi.ThreadResponse)) },
+		}
+	case "Error":
+		return codec{
+			decode: func(b []byte) (any, error) { return DecodeError(b) },
+			encode: func(v any) ([]byte, error) { return jsonOf(v.(*threadsapi.Error)) },
+		}
+	case "Event":
+		return codec{
+			decode: func(b []byte) (any, error) { return DecodeEvent(sse.Event{ID: "7", Type: event, Data: string(b)}) },
+			encode: func(v any) ([]byte, error) {
+				e, err := v.(Event).Encode()
+				if err != nil {
+					return nil, err
+				}
+				if e.Type != event || e.ID != "7" {
+					t.Fatalf("Encode() = event %q id %q, want %q %q", e.Type, e.ID, event, "7")
+				}
+				return []byte(e.Data), nil
+			},
+		}
+	}
+	t.Fatalf("unknown message kind %q", message)
+	return codec{}
+}
+
+// TestExamples checks that every JSON example of the document decodes,
+// validates and encodes back to semantically equal JSON.
+func TestExamples(t *testing.T) {
+	for _, ex := range load[example](t, "testdata/examples.json") {
+		t.Run(ex.Name, func(t *testing.T) {
+			c := codecFor(t, ex.Message, ex.Event)
+			v, err := c.decode(ex.JSON)
+			if err != nil {
+				t.Fatalf("%s\nDecode(%s) = %v, want a %s", ex.Where, ex.JSON, err, ex.Message)
+			}
+			out, err := c.encode(v)
+			if err != nil {
+				t.Fatalf("%s\nEncode(%#v) = %v", ex.Where, v, err)
+			}
+			if !wiretest.SemanticEqual(ex.JSON, out) {
+				t.Fatalf("%s\nround trip changed the JSON:\n in: %s\nout: %s", ex.Where, ex.JSON, out)
+			}
+		})
+	}
+}
+
+// invalidCases returns the table plus a 10 MiB input per decoder.
+func invalidCases(t testing.TB) []invalid {
+	cases := load[invalid](t, "testdata/invalid.json")
+	big := `{"text":"` + strings.Repeat("a", 10<<20) + `"}`
+	for _, k := range []struct{ message, event string }{
+		{"SendMessageRequest", ""}, {"ThreadResponse", ""}, {"Error", ""}, {"Event", EventAgentText},
+	} {
+		cases = append(cases, invalid{Name: "10 MiB " + k.message, Message: k.message, Event: k.event, Input: big, Reason: "body exceeds 1048576 bytes"})
+	}
+	return cases
+}
+
+func TestInvalid(t *testing.T) {
+	for _, tc := range invalidCases(t) {
+		t.Run(tc.Name, func(t *testing.T) {
+			v, err := codecFor(t, tc.Message, tc.Event).decode([]byte(tc.Input))
+			if err == nil {
+				t.Fatalf("Decode(%.200q) = %#v, want an error at %q", tc.Input, v, tc.Path)
+			}
+			we, ok := wire.AsError(err)
+			if !ok {
+				t.Fatalf("Decode(%.200q) = %v (%T), want a *wire.Error", tc.Input, err, err)
+			}
+			if we.Path != tc.Path || !strings.HasPrefix(we.Reason, tc.Reason) {
+				t.Fatalf("Decode(%.200q) = {%q %q}, want {%q %q...}", tc.Input, we.Path, we.Reason, tc.Path, tc.Reason)
+			}
+		})
+	}
+}
+
+func TestEventEncodeRefusesWhatClientsReject(t *testing.T) {
+	for _, e := range []Event{
+		{Name: EventAgentText},
+		{Name: "thinking", Done: &threadsapi.DoneEvent{}},
+		{Name: EventDone, Error: &threadsapi.ErrorEvent{Error: "x"}},
+	} {
+		if got, err := e.Encode(); err == nil {
+			t.Errorf("Encode(%+v) = %+v, want an error", e, got)
+		}
+	}
+}
+
+// fuzzDecoder checks that a decoder never panics, rejects only with a
+// *wire.Error, and that whatever it accepts encodes to JSON it accepts
+// again and encodes the same way.
+func fuzzDecoder(t *testing.T, c codec, in []byte) {
+	v, err := c.decode(in)
+	if err != nil {
+		if _, ok := wire.AsError(err); !ok {
+			t.Fatalf("Decode(%q) = %v (%T), want a *wire.Error", in, err, err)
+		}
+		return
+	}
+	out, err := c.encode(v)
+	if err != nil {
+		t.Fatalf("Encode(Decode(%q)) = %v", in, err)
+	}
+	v2, err := c.decode(out)
+	if err != nil {
+		t.Fatalf("Decode(Encode(Decode(%q))) = %v; encoded %s", in, err, out)
+	}
+	out2, err := c.encode(v2)
+	if err != nil || !wiretest.SemanticEqual(out, out2) {
+		t.Fatalf("encoding is not stable for %q:\n%s\n%s (%v)", in, out, out2, err)
+	}
+}
+
+// seeds returns the examples and invalid inputs of one message kind.
+func seeds(t testing.TB, message string) (out []invalid) {
+	for _, ex := range load[example](t, "testdata/examples.json") {
+		if ex.Message == message {
+			out = append(out, invalid{Event: ex.Event, Input: string(ex.JSON)})
+		}
+	}
+	for _, tc := range load[invalid](t, "testdata/invalid.json") {
+		if tc.Message == message {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+func fuzzMessage(f *testing.F, message string) {
+	for _, s := range seeds(f, message) {
+		f.Add([]byte(s.Input))
+	}
+	c := codecFor(f, message, "")
+	f.Fuzz(func(t *testing.T, in []byte) { fuzzDecoder(t, c, in) })
+}
+
+func FuzzDecodeSendMessageRequest(f *testing.F) { fuzzMessage(f, "SendMessageRequest") }
+
+func FuzzDecodeThreadResponse(f *testing.F) { fuzzMessage(f, "ThreadResponse") }
+
+func FuzzDecodeError(f *testing.F) { fuzzMessage(f, "Error") }
+
+func FuzzDecodeEvent(f *testing.F) {
+	for _, s := range seeds(f, "Event") {
+		f.Add(s.Event, []byte(s.Input))
+	}
+	f.Fuzz(func(t *testing.T, name string, in []byte) {
+		if strings.ContainsAny(name, "\r\n") {
+			return // cannot be an SSE event name
+		}
+		fuzzDecoder(t, codecFor(t, "Event", name), in)
+	})
+}
