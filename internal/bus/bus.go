@@ -22,7 +22,8 @@ import (
 // Errors of every Bus.
 var (
 	// ErrClosed is returned by every method after Close, and ends the
-	// subscriptions that were open when the bus closed.
+	// subscriptions that were open when the bus closed. A subscription's
+	// Next also returns it after the subscription's own Close.
 	ErrClosed = errors.New("bus: closed")
 	// ErrSlowConsumer ends a subscription whose queue was full when an
 	// event arrived for it. The bus drops the subscriber rather than wait
@@ -64,13 +65,13 @@ type Bus interface {
 
 // Subscription is one subscriber's view of a thread's published events.
 type Subscription interface {
-	// Events delivers the thread's published events in publish order. It
-	// is closed when the subscription ends; events queued before that are
-	// still delivered.
-	Events() <-chan event.Event
-	// Err says why the subscription ended: ErrSlowConsumer, ErrClosed, or
-	// nil when it was closed by its subscriber or is still open.
-	Err() error
+	// Next returns the next published event, in publish order, waiting
+	// until one comes or ctx is done. Once the subscription has ended it
+	// returns why: ErrSlowConsumer, ErrClosed (the bus closed, or Close was
+	// called), or a transport's error. Events are shared between
+	// subscribers: treat them as read-only. Next is for one goroutine at a
+	// time.
+	Next(ctx context.Context) (event.Event, error)
 	// Close ends the subscription. It is idempotent.
 	Close()
 }

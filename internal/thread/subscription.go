@@ -16,7 +16,10 @@ var errUnsubscribed = errors.New("thread: unsubscribed")
 
 // Subscription delivers one thread's committed events to one consumer. One
 // goroutine (the pump) reads the log and the bus subscription and hands
-// events on; it is the only sender on Events.
+// events on; it is the only sender on Events. The bounded queue is the bus
+// subscription's: while the consumer does not take an event, the pump waits
+// and live events gather there until the bus ends the subscription with
+// ErrSlowConsumer.
 type Subscription struct {
 	svc    *Service
 	thread string
@@ -29,7 +32,8 @@ type Subscription struct {
 }
 
 // Events delivers the thread's events in seq order, each exactly once. It
-// is closed when the subscription ends; Err then says why.
+// is closed when the subscription ends; Err then says why. Events are shared
+// with other subscribers: treat them as read-only.
 func (s *Subscription) Events() <-chan event.Event { return s.events }
 
 // Err says why the subscription ended: ErrSlowConsumer when the consumer
@@ -62,26 +66,20 @@ func (s *Subscription) run(ctx context.Context, live bus.Subscription, after, la
 	p := pump{sub: s, ctx: ctx, delivered: after}
 	err := p.catchUp(last)
 	for err == nil {
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case e, ok := <-live.Events():
-			switch {
-			case !ok:
-				err = live.Err()
-				if err == nil {
-					err = errors.New("bus subscription ended")
-				}
-			case e.Seq <= p.delivered:
-				// Committed before the replay read it, or delivered by an
-				// earlier gap fill.
-			case e.Seq == p.delivered+1:
-				err = p.deliver(e)
-			default:
-				// Ahead: a concurrent append published first, or the bus
-				// lost something. The log has everything up to e.
-				err = p.catchUp(e.Seq)
-			}
+		var e event.Event
+		if e, err = live.Next(ctx); err != nil {
+			break
+		}
+		switch {
+		case e.Seq <= p.delivered:
+			// Committed before the replay read it, or delivered by an
+			// earlier gap fill.
+		case e.Seq == p.delivered+1:
+			err = p.deliver(e)
+		default:
+			// Ahead: a concurrent append published first, or the bus lost
+			// something. The log has everything up to e.
+			err = p.catchUp(e.Seq)
 		}
 	}
 	s.finish(ctx, err)

@@ -1,6 +1,6 @@
 // Package local is the in-process bus of a single agentwire server: publishing
-// hands each event to every subscriber's bounded queue without waiting, and
-// commands call the thread's handler directly.
+// hands each event to every subscriber's bounded queue (bus.Queue) without
+// waiting, and commands call the thread's handler directly.
 package local
 
 import (
@@ -44,7 +44,7 @@ func (b *Bus) Publish(ctx context.Context, thread string, events []event.Event) 
 		return bus.ErrClosed
 	}
 	for s := range b.subs[thread] {
-		if !s.offer(events) {
+		if !s.Push(events) {
 			dropped = append(dropped, s)
 		}
 	}
@@ -65,7 +65,7 @@ func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subs
 	if queue <= 0 {
 		return nil, fmt.Errorf("bus: queue must be positive, not %d", queue)
 	}
-	s := &subscription{bus: b, thread: thread, ch: make(chan event.Event, queue)}
+	s := &subscription{Queue: bus.NewQueue(queue), bus: b, thread: thread}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -151,7 +151,7 @@ func (b *Bus) Close() error {
 
 	for _, set := range subs {
 		for s := range set {
-			s.end(bus.ErrClosed)
+			s.End(bus.ErrClosed)
 		}
 	}
 	for _, h := range handlers {
@@ -176,59 +176,14 @@ type handler struct {
 	calls sync.WaitGroup
 }
 
-// subscription is a bounded queue that publishers fill without waiting.
+// subscription is a bus.Queue that the bus fills and Close removes.
 type subscription struct {
+	*bus.Queue
 	bus    *Bus
 	thread string
-	ch     chan event.Event
-
-	mu    sync.Mutex // guards ended and err, and sends on and closing ch
-	ended bool
-	err   error
-}
-
-// offer queues events, or ends the subscription with ErrSlowConsumer when
-// they do not fit. It reports whether the subscription is still open.
-func (s *subscription) offer(events []event.Event) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	for _, e := range events {
-		select {
-		case s.ch <- e:
-		default:
-			s.endLocked(bus.ErrSlowConsumer)
-			return false
-		}
-	}
-	return true
-}
-
-func (s *subscription) end(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.endLocked(err)
-}
-
-func (s *subscription) endLocked(err error) {
-	if s.ended {
-		return
-	}
-	s.ended, s.err = true, err
-	close(s.ch)
-}
-
-func (s *subscription) Events() <-chan event.Event { return s.ch }
-
-func (s *subscription) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
 }
 
 func (s *subscription) Close() {
-	s.end(nil)
+	s.End(bus.ErrClosed)
 	s.bus.remove(s)
 }

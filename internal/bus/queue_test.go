@@ -1,0 +1,81 @@
+package bus
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+func seqEvents(first int64, n int) []event.Event {
+	out := make([]event.Event, n)
+	for i := range out {
+		out[i].Seq = first + int64(i)
+	}
+	return out
+}
+
+// TestQueueNeverDrainedStaysSmall keeps a queue partly full for a long time:
+// its memory must stay near its limit rather than grow with the number of
+// events that passed through.
+func TestQueueNeverDrainedStaysSmall(t *testing.T) {
+	const limit = 8
+	q := NewQueue(limit)
+	ctx := t.Context()
+	var next, want int64 = 1, 1
+	push := func(n int) {
+		require.True(t, q.Push(seqEvents(next, n)), "Push at seq %d", next)
+		next += int64(n)
+	}
+	push(4)
+	for range 10000 {
+		push(3)
+		for range 3 {
+			e, err := q.Next(ctx)
+			require.NoError(t, err)
+			require.Equal(t, want, e.Seq)
+			want++
+		}
+	}
+	assert.LessOrEqual(t, cap(q.items), 2*limit, "queue capacity after 30000 events")
+}
+
+func TestQueueOverflowEnds(t *testing.T) {
+	q := NewQueue(3)
+	require.True(t, q.Push(seqEvents(1, 2)))
+	assert.False(t, q.Push(seqEvents(3, 2)), "Push past the limit")
+	assert.False(t, q.Push(seqEvents(5, 1)), "Push after overflow")
+	_, err := q.Next(t.Context())
+	assert.ErrorIs(t, err, ErrSlowConsumer)
+
+	q = NewQueue(3)
+	require.True(t, q.Push(seqEvents(1, 3)), "Push up to the limit")
+}
+
+func TestQueueNextWaits(t *testing.T) {
+	q := NewQueue(3)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := q.Next(ctx)
+	assert.ErrorIs(t, err, context.Canceled, "Next on an empty queue with a done context")
+
+	got := make(chan int64)
+	go func() {
+		e, err := q.Next(t.Context())
+		assert.NoError(t, err)
+		got <- e.Seq
+	}()
+	q.Push(seqEvents(7, 1))
+	assert.Equal(t, int64(7), <-got)
+
+	ended := make(chan error)
+	go func() {
+		_, err := q.Next(t.Context())
+		ended <- err
+	}()
+	q.End(ErrClosed)
+	assert.ErrorIs(t, <-ended, ErrClosed)
+}
