@@ -285,7 +285,7 @@ func (c *Client) sendGetThread(ctx context.Context, params GetThreadParams) (res
 			Explode: false,
 		})
 		if err := func() error {
-			return e.EncodeValue(conv.UUIDToString(params.ThreadId))
+			return e.EncodeValue(conv.UUIDToString(params.ThreadID))
 		}(); err != nil {
 			return res, errors.Wrap(err, "encode path")
 		}
@@ -367,7 +367,7 @@ func (c *Client) sendSendMessage(ctx context.Context, request *SendMessageReques
 			Explode: false,
 		})
 		if err := func() error {
-			return e.EncodeValue(conv.UUIDToString(params.ThreadId))
+			return e.EncodeValue(conv.UUIDToString(params.ThreadID))
 		}(); err != nil {
 			return res, errors.Wrap(err, "encode path")
 		}
@@ -497,7 +497,7 @@ func (c *Client) sendStreamEvents(ctx context.Context, params StreamEventsParams
 			Explode: false,
 		})
 		if err := func() error {
-			return e.EncodeValue(conv.UUIDToString(params.ThreadId))
+			return e.EncodeValue(conv.UUIDToString(params.ThreadID))
 		}(); err != nil {
 			return res, errors.Wrap(err, "encode path")
 		}

@@ -10,14 +10,14 @@ import (
 type GetThreadParams struct {
 	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
 	// rejected with 400.
-	ThreadId uuid.UUID
+	ThreadID uuid.UUID
 }
 
 // SendMessageParams is parameters of sendMessage operation.
 type SendMessageParams struct {
 	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
 	// rejected with 400.
-	ThreadId uuid.UUID
+	ThreadID uuid.UUID
 }
 
 // StreamEventsParams is parameters of streamEvents operation.
@@ -27,5 +27,5 @@ type StreamEventsParams struct {
 	LastEventID OptString `json:",omitempty,omitzero"`
 	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
 	// rejected with 400.
-	ThreadId uuid.UUID
+	ThreadID uuid.UUID
 }

@@ -70,7 +70,7 @@ func (e *APIError) Error() string {
 // History returns the thread's history. A thread that does not exist is an
 // *APIError with StatusCode 404.
 func (c *Client) History(ctx context.Context, threadID uuid.UUID) (*threadsapi.ThreadResponse, error) {
-	res, err := c.api.GetThread(ctx, threadsapi.GetThreadParams{ThreadId: threadID})
+	res, err := c.api.GetThread(ctx, threadsapi.GetThreadParams{ThreadID: threadID})
 	if err != nil {
 		return nil, fmt.Errorf("threads: history: %w", err)
 	}
