@@ -112,6 +112,7 @@ type ParseError struct {
 	Message string
 }
 
+// Error formats the problem as "file:line: message".
 func (e *ParseError) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Message)
@@ -149,9 +150,9 @@ func yamlErrors(file string, err error) error {
 	return errors.Join(errs...)
 }
 
-// lines records where the rules, steps and tool calls of a scenario file
-// start, so that errors found after decoding can name a line.
-type lines struct {
+// positions records where the rules, steps and tool calls of a scenario
+// file start, so that errors found after decoding can name a line.
+type positions struct {
 	rules [][]stepLines
 	rule  []int
 }
@@ -162,8 +163,8 @@ type stepLines struct {
 }
 
 // lineMap walks the document node of a scenario file.
-func lineMap(doc *yaml.Node) lines {
-	var l lines
+func lineMap(doc *yaml.Node) positions {
+	var l positions
 	root := doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
@@ -183,21 +184,21 @@ func lineMap(doc *yaml.Node) lines {
 	return l
 }
 
-func (l lines) ruleLine(i int) int {
+func (l positions) ruleLine(i int) int {
 	if i < len(l.rule) {
 		return l.rule[i]
 	}
 	return 0
 }
 
-func (l lines) stepLine(i, j int) int {
+func (l positions) stepLine(i, j int) int {
 	if i < len(l.rules) && j < len(l.rules[i]) {
 		return l.rules[i][j].step
 	}
 	return l.ruleLine(i)
 }
 
-func (l lines) callLine(i, j, k int) int {
+func (l positions) callLine(i, j, k int) int {
 	if i < len(l.rules) && j < len(l.rules[i]) && k < len(l.rules[i][j].calls) {
 		return l.rules[i][j].calls[k]
 	}

@@ -50,7 +50,11 @@ func WithPacing(p Pacing) Option {
 
 // WithLogger logs, at debug level, which rule and step each call plays.
 func WithLogger(l *slog.Logger) Option {
-	return func(m *Model) { m.log = l }
+	return func(m *Model) {
+		if l != nil {
+			m.log = l
+		}
+	}
 }
 
 // New returns a Model playing scn; nil plays Default().
@@ -79,6 +83,8 @@ type Error struct {
 	Message string
 }
 
+// Error returns the scripted message as written, so that it reaches people
+// unchanged.
 func (e *Error) Error() string { return e.Message }
 
 // Stream plays the step of the scenario that answers req. Delays wait on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -551,4 +552,14 @@ func TestLoadErrors(t *testing.T) {
 	empty := t.TempDir()
 	_, err = scripted.Load(empty)
 	assert.ErrorContains(t, err, "no *.yaml or *.yml scenario files")
+}
+
+func TestLogsTheRulePlayed(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := scripted.New(scripted.Default(), scripted.WithLogger(log), scripted.WithPacing(scripted.Pacing{}))
+	play(t, m, req(user("demo input")))
+	assert.Contains(t, buf.String(), `rule="demo input"`)
+	assert.Contains(t, buf.String(), "at=default.yaml:")
+	assert.Contains(t, buf.String(), "step=1")
 }

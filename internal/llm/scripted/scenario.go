@@ -155,7 +155,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	return compile(file, &fs, lineMap(&doc))
 }
 
-func compile(file string, fs *fileScenario, ln lines) (*Scenario, error) {
+func compile(file string, fs *fileScenario, ln positions) (*Scenario, error) {
 	var errs []error
 	fail := func(line int, format string, a ...any) {
 		errs = append(errs, &ParseError{File: file, Line: line, Message: fmt.Sprintf(format, a...)})
