@@ -25,7 +25,7 @@ fuzz:
 	  pkg=./$$(dirname $$file); \
 	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
 	    echo "fuzz $$pkg $$target"; \
-	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=50x $$pkg; \
 	  done; \
 	done
 

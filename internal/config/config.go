@@ -164,12 +164,15 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// Provider returns the model provider to use: --llm if set, else the first
-// of openai, anthropic, gemini whose key is set, else scripted.
+// Provider returns the model provider to use: --llm if set; scripted when a
+// --scenario is given; else the first of openai, anthropic, gemini whose key
+// is set; else scripted.
 func (c *Config) Provider() string {
 	switch {
 	case c.LLM != "":
 		return c.LLM
+	case c.Scenario != "":
+		return "scripted"
 	case c.OpenAIAPIKey != "" || c.OpenAIBaseURL != "":
 		return "openai"
 	case c.AnthropicAPIKey != "":

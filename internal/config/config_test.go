@@ -59,6 +59,7 @@ func TestProviderChoice(t *testing.T) {
 		{env("OPENAI_API_KEY", "o", "ANTHROPIC_API_KEY", "a"), nil, "openai"},
 		{env("OPENAI_API_KEY", "o"), []string{"--llm", "scripted"}, "scripted"},
 		{env("AGENTWIRE_LLM", "gemini"), nil, "gemini"},
+		{env("OPENAI_API_KEY", "o"), []string{"--scenario", "s.yaml"}, "scripted"},
 	} {
 		c, err := Parse(tc.args, tc.env, io.Discard)
 		require.NoError(t, err)
