@@ -222,6 +222,15 @@ func (r *Root) ReadFile(p string) ([]byte, error) {
 	return r.root.ReadFile(rel)
 }
 
+// Open opens the file at p for reading.
+func (r *Root) Open(p string) (*os.File, error) {
+	rel, err := r.Resolve(p)
+	if err != nil {
+		return nil, err
+	}
+	return r.root.Open(rel)
+}
+
 // Stat describes the file at p, following symbolic links.
 func (r *Root) Stat(p string) (fs.FileInfo, error) {
 	rel, err := r.Resolve(p)
