@@ -2,10 +2,8 @@ package sqlite_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -51,40 +49,11 @@ func TestCrashDurability(t *testing.T) {
 	}, 20)
 }
 
-// TestTwoStoresOneFile opens the same file twice, as two processes would,
-// and appends to one thread through both: the seq comes from the database,
-// not from either writer's memory, so none is duplicated or skipped.
-func TestTwoStoresOneFile(t *testing.T) {
+// TestSharedWriters opens the same file three times, as three processes
+// would: seqs come from the database, not from any writer's memory.
+func TestSharedWriters(t *testing.T) {
 	dir := t.TempDir()
-	stores := []*sqlite.Store{open(t, dir), open(t, dir)}
-	var wg sync.WaitGroup
-	ids := make([][]string, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			for i := range 20 {
-				got, err := stores[w%2].Append(t.Context(), "both", event.Event{Payload: event.MessageDelta{Text: fmt.Sprint(w, i)}})
-				if err != nil {
-					t.Errorf("Append: %v", err)
-					return
-				}
-				ids[w] = append(ids[w], got[0].ID)
-			}
-		})
-	}
-	wg.Wait()
-	all, err := stores[0].Read(t.Context(), "both", 0, 1000)
-	require.NoError(t, err)
-	require.Len(t, all, 160)
-	seen := map[string]bool{}
-	for i, e := range all {
-		require.Equal(t, int64(i+1), e.Seq)
-		seen[e.ID] = true
-	}
-	for _, w := range ids {
-		for _, id := range w {
-			require.True(t, seen[id], "acknowledged %s missing", id)
-		}
-	}
+	storetest.SharedWriters(t, 12, open(t, dir), open(t, dir), open(t, dir))
 }
 
 func TestOpenCreatesDirAndMigratesOnce(t *testing.T) {
