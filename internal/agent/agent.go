@@ -238,6 +238,7 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		calls     []llm.ToolCall
 		callIDs   = map[int]string{}
 		names     = map[int]string{}
+		usage     []llm.Usage
 		finished  bool
 		turn      = llm.Message{Role: llm.RoleAssistant}
 	)
@@ -309,13 +310,17 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 			calls = append(calls, llm.ToolCall{ID: id, Name: name, Arguments: string(args)})
 			r.emit(event.ToolCallCompleted{CallID: id, Name: name, Arguments: args})
 		case llm.ChunkUsage:
-			r.emit(event.Usage{PromptTokens: ch.Usage.PromptTokens, CompletionTokens: ch.Usage.CompletionTokens, TotalTokens: ch.Usage.Total()})
+			// Reported after the turn's output, which is closed first.
+			usage = append(usage, ch.Usage)
 		case llm.ChunkFinish:
 			finished = true
 		}
 	}
 	endReasoning()
 	endMessage()
+	for _, u := range usage {
+		r.emit(event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()})
+	}
 	turn.Content = text.String()
 	turn.ToolCalls = calls
 	if streamErr == nil && ctx.Err() != nil {
