@@ -87,6 +87,7 @@ func (s *AgentTextEvent) SetChunk(val string) {
 // An `agent_text` event: streamed text of the agent's answer.
 // Ref: #/components/schemas/AgentTextSSE
 type AgentTextSSE struct {
+	// The thread's event sequence number in decimal; absent (empty) from the original server.
 	ID    string         `json:"id"`
 	Event string         `json:"event"`
 	Data  AgentTextEvent `json:"data"`
@@ -140,6 +141,7 @@ type DoneEvent struct{}
 // A `done` event: the run completed; the POST stream ends after it.
 // Ref: #/components/schemas/DoneSSE
 type DoneSSE struct {
+	// The thread's event sequence number in decimal; absent (empty) from the original server.
 	ID    string    `json:"id"`
 	Event string    `json:"event"`
 	Data  DoneEvent `json:"data"`
@@ -224,6 +226,7 @@ func (s *ErrorEvent) SetError(val string) {
 // An `error` event: the run or the stream failed; the POST stream ends after it.
 // Ref: #/components/schemas/ErrorSSE
 type ErrorSSE struct {
+	// The thread's event sequence number in decimal; absent (empty) from the original server.
 	ID    string     `json:"id"`
 	Event string     `json:"event"`
 	Data  ErrorEvent `json:"data"`
@@ -1425,6 +1428,7 @@ func (s *ToolCallEvent) SetArguments(val JSONObject) {
 // A `tool_call` event: the agent is calling a tool.
 // Ref: #/components/schemas/ToolCallSSE
 type ToolCallSSE struct {
+	// The thread's event sequence number in decimal; absent (empty) from the original server.
 	ID    string        `json:"id"`
 	Event string        `json:"event"`
 	Data  ToolCallEvent `json:"data"`
@@ -1564,6 +1568,7 @@ func (s *ToolResultEvent) SetResult(val JSONObject) {
 // A `tool_result` event: the result of a tool call.
 // Ref: #/components/schemas/ToolResultSSE
 type ToolResultSSE struct {
+	// The thread's event sequence number in decimal; absent (empty) from the original server.
 	ID    string          `json:"id"`
 	Event string          `json:"event"`
 	Data  ToolResultEvent `json:"data"`
