@@ -243,8 +243,8 @@ func parseHunks(lines []string, i int, path string) ([]Hunk, int, error) {
 }
 
 // Apply returns the content of an updated file given its current content.
-// Each hunk is looked for after the previous one: its anchor line first,
-// then its old lines (exactly, else ignoring trailing blanks, else ignoring
+// Each hunk is looked for after the previous one: its anchor line first
+// (the whole line, else a line starting with it), then its old lines (exactly, else ignoring trailing blanks, else ignoring
 // surrounding blanks). The result ends with a newline.
 func (f FilePatch) Apply(old string) (string, error) {
 	lines := strings.Split(old, "\n")
@@ -264,14 +264,19 @@ func (f FilePatch) Apply(old string) (string, error) {
 		if h.Anchor != "" {
 			at := seekLines(lines, []string{h.Anchor}, pos, false)
 			if at < 0 {
+				at = seekPrefix(lines, h.Anchor, pos)
+			}
+			if at < 0 {
 				return "", fail("cannot find the line %q", h.Anchor)
 			}
-			pos = at + 1
+			// The old lines are looked for from the anchor on, not after
+			// it: models often repeat the line to change as the anchor.
+			pos = at
 		}
 		if len(h.Old) == 0 {
 			at := len(lines) // pure addition: at the end, or right after the anchor
 			if h.Anchor != "" && !h.AtEOF {
-				at = pos
+				at = pos + 1
 			}
 			reps = append(reps, replacement{at, 0, h.New})
 			pos = at
@@ -331,6 +336,19 @@ func seekLines(lines, pattern []string, start int, atEOF bool) int {
 					continue next
 				}
 			}
+			return i
+		}
+	}
+	return -1
+}
+
+// seekPrefix finds the first line at or after start that begins with
+// anchor, ignoring surrounding blanks: models often write only the start of
+// the line they mean ("@@ func main").
+func seekPrefix(lines []string, anchor string, start int) int {
+	anchor = strings.TrimSpace(anchor)
+	for i := start; i < len(lines); i++ {
+		if strings.HasPrefix(strings.TrimSpace(lines[i]), anchor) {
 			return i
 		}
 	}
