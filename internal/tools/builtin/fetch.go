@@ -297,14 +297,18 @@ func (f *fetcher) fetch(ctx context.Context, raw string) tools.Result {
 func htmlText(s string) string {
 	z := html.NewTokenizer(strings.NewReader(s))
 	var b strings.Builder
-	skip := 0 // inside script, style, ...
+	skip, pre := 0, 0 // inside script, style, ...; inside pre
 	for {
 		switch tt := z.Next(); tt {
 		case html.ErrorToken:
 			return collapseBlank(b.String())
 		case html.TextToken:
-			if skip == 0 {
+			switch {
+			case skip > 0:
+			case pre > 0:
 				b.Write(z.Text())
+			default: // line breaks in the source are spaces on the page
+				b.WriteString(strings.ReplaceAll(string(z.Text()), "\n", " "))
 			}
 		case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
 			name, _ := z.TagName()
@@ -316,7 +320,14 @@ func htmlText(s string) string {
 				} else if skip > 0 {
 					skip--
 				}
-			case "br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "section", "article", "header", "footer", "table", "ul", "ol", "blockquote", "title":
+			case "pre":
+				if tt == html.StartTagToken {
+					pre++
+				} else if tt == html.EndTagToken && pre > 0 {
+					pre--
+				}
+				b.WriteByte('\n')
+			case "br", "p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "header", "footer", "table", "ul", "ol", "blockquote", "title":
 				b.WriteByte('\n')
 			case "td", "th":
 				b.WriteByte('\t')
