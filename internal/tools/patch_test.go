@@ -111,6 +111,16 @@ func TestFilePatchApply(t *testing.T) {
 			want:  "package main\n\nfunc a() {\n\treturn 3\n}\n\nfunc b() {\n\treturn 1\n}\n",
 		},
 		{
+			name:  "anchor that is the changed line",
+			patch: "@@ func b() {\n-func b() {\n+func b() int {\n",
+			want:  "package main\n\nfunc a() {\n\treturn 1\n}\n\nfunc b() int {\n\treturn 1\n}\n",
+		},
+		{
+			name:  "anchor given by its start",
+			patch: "@@ func b\n-\treturn 1\n+\treturn 2\n",
+			want:  "package main\n\nfunc a() {\n\treturn 1\n}\n\nfunc b() {\n\treturn 2\n}\n",
+		},
+		{
 			name:  "missing lines",
 			patch: "@@\n-\treturn 42\n+\treturn 0\n",
 			err:   "f.go: hunk 1 (patch line 3): cannot find these lines:\n    \treturn 42",

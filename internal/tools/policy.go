@@ -6,7 +6,8 @@ import (
 )
 
 // Policy is an approval policy: which calls run freely, which ask a person,
-// which are refused. The names are Codex's.
+// which are refused. The names are Codex's; the zero Policy (and any name
+// ParsePolicy would reject) judges as PolicySuggest.
 type Policy string
 
 // Policies.
@@ -69,11 +70,11 @@ func (v Verdict) String() string {
 // caller rebuilds that memory from the thread's log); it may be nil. A
 // remembered key turns Ask into Run, never Refuse into Run.
 //
-//	           read  edit  read-only command  other command
-//	suggest    run   ask   run                ask
-//	auto-edit  run   run   run                ask
-//	full-auto  run   run   run                run
-//	read-only  run   refuse refuse            refuse
+//	           read  edit    read-only command  other command
+//	suggest    run   ask     run                ask
+//	auto-edit  run   run     run                ask
+//	full-auto  run   run     run                run
+//	read-only  run   refuse  refuse             refuse
 //
 // A call of unknown effect is judged as an other command. A Class with
 // Parts is judged part by part: Refuse if any part is refused, else Ask if
