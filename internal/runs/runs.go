@@ -110,6 +110,15 @@ func (m *Manager) state(thread string) (*threadState, error) {
 	return st, nil
 }
 
+// existing returns the thread's state, or nil if it never had input. Unlike
+// state it works while the manager stops: runs that are finishing in the
+// shutdown grace can still be answered and cancelled.
+func (m *Manager) existing(thread string) *threadState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.threads[thread]
+}
+
 // Post gives the thread a user message: the message is committed and a run
 // starts, or, while a run is active, the input is queued and its message is
 // committed when its run starts. Queued input lives in memory.
@@ -213,9 +222,9 @@ func (m *Manager) recover(ctx context.Context, thread string) error {
 
 // Cancel cancels the thread's active run and drops its queued input.
 func (m *Manager) Cancel(thread string) error {
-	st, err := m.state(thread)
-	if err != nil {
-		return err
+	st := m.existing(thread)
+	if st == nil {
+		return ErrNoRun
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -229,9 +238,7 @@ func (m *Manager) Cancel(thread string) error {
 
 // Active returns the id of the thread's active run, or "".
 func (m *Manager) Active(thread string) string {
-	m.mu.Lock()
-	st := m.threads[thread]
-	m.mu.Unlock()
+	st := m.existing(thread)
 	if st == nil {
 		return ""
 	}
@@ -246,9 +253,9 @@ func (m *Manager) Active(thread string) string {
 // Resolve delivers a person's answer to the run waiting for it. The id must
 // name a request of the active run that is still pending in the log.
 func (m *Manager) Resolve(ctx context.Context, thread string, cmd agent.Command) error {
-	st, err := m.state(thread)
-	if err != nil {
-		return err
+	st := m.existing(thread)
+	if st == nil {
+		return ErrUnknownRequest
 	}
 	st.mu.Lock()
 	a := st.active
