@@ -148,14 +148,24 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 
 // start commits the user's message and launches its run. st.mu is held.
 func (m *Manager) start(ctx context.Context, thread string, st *threadState, in Input) error {
+	// Join the runs Shutdown waits for, unless it already began: a Post
+	// that passed its check before Shutdown must not start a run after
+	// Shutdown stopped waiting.
+	m.mu.Lock()
+	if m.stopping {
+		m.mu.Unlock()
+		return ErrShuttingDown
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
 	user := event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
 	if _, err := m.log.Append(ctx, thread, user); err != nil {
+		m.wg.Done()
 		return fmt.Errorf("record the user's message: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(m.ctx)
 	a := &active{id: in.runID, cancel: cancel, inbox: make(chan agent.Command, 16)}
 	st.active = a
-	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
@@ -182,6 +192,9 @@ func (m *Manager) finish(thread string, st *threadState, a *active) {
 		next := st.queue[0]
 		st.queue = st.queue[1:]
 		if err := m.start(m.ctx, thread, st, next); err != nil {
+			if errors.Is(err, ErrShuttingDown) {
+				return
+			}
 			m.logger.Error("start queued run", "thread", thread, "err", err)
 			continue
 		}
