@@ -1,0 +1,466 @@
+package runs_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/llm/scripted"
+	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/store"
+	"github.com/agentwire/agentwire/internal/store/sqlite"
+	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/tools/builtin"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
+)
+
+const testTimeout = 20 * time.Second
+
+// scenario: "touch" asks for approval under the default policy; anything
+// else is echoed.
+const scenario = `
+name: runs
+rules:
+  - name: touch
+    match: {contains: "touch"}
+    steps:
+      - tool_calls:
+          - {name: bash, arguments: {command: "touch made.txt"}}
+      - text: "{{if last_tool_error}}Not run.{{else}}Made.{{end}}"
+  - name: echo
+    steps:
+      - text: "Echo: {{user_message}}"
+        chunk: -1
+`
+
+// watched is a store as the Manager sees it (runs.Log), remembering what it
+// committed so that tests can wait for an event as a subscriber would.
+type watched struct {
+	store.Log
+
+	mu        sync.Mutex
+	committed []event.Event
+	changed   chan struct{}
+	// onHistory, when set, is called before every History read.
+	onHistory func()
+}
+
+func (w *watched) History(ctx context.Context, thread string) ([]event.Event, error) {
+	w.mu.Lock()
+	hook := w.onHistory
+	w.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return w.Log.History(ctx, thread)
+}
+
+func (w *watched) Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error) {
+	out, err := w.Log.Append(ctx, thread, events...)
+	if err == nil {
+		w.mu.Lock()
+		w.committed = append(w.committed, out...)
+		close(w.changed)
+		w.changed = make(chan struct{})
+		w.mu.Unlock()
+	}
+	return out, err
+}
+
+// waitFor waits for the n-th (from 1) committed event that satisfies match.
+func (w *watched) waitFor(t *testing.T, n int, match func(event.Event) bool) event.Event {
+	t.Helper()
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		seen := 0
+		for _, e := range w.committed {
+			if match(e) {
+				if seen++; seen == n {
+					w.mu.Unlock()
+					return e
+				}
+			}
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("no event number %d of the kind awaited was committed within %s", n, testTimeout)
+		}
+	}
+}
+
+func ofType(typ event.Type) func(event.Event) bool {
+	return func(e event.Event) bool { return e.Type() == typ }
+}
+
+// ended matches the last event of run.
+func ended(run string) func(event.Event) bool {
+	return func(e event.Event) bool {
+		switch e.Payload.(type) {
+		case event.RunCompleted, event.RunFailed, event.RunCancelled:
+			return e.Run == run
+		}
+		return false
+	}
+}
+
+type env struct {
+	t       *testing.T
+	dataDir string
+	workdir string
+	log     *watched
+	agent   *agent.Agent
+	m       *runs.Manager
+}
+
+// newEnv opens a SQLite store in a temporary folder and a Manager running
+// the real agent with the scripted model and the built-in tools under the
+// default (suggest) policy.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, dataDir: t.TempDir(), workdir: t.TempDir()}
+	e.open()
+	root, err := sandbox.Open(e.workdir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = root.Close() })
+	scn, err := scripted.Parse("runs.yaml", []byte(scenario))
+	require.NoError(t, err)
+	e.agent = agent.New(agent.Config{
+		Model:  scripted.New(scn, scripted.WithPacing(scripted.Pacing{})),
+		Tools:  builtin.New(root, builtin.Options{}),
+		Policy: tools.PolicySuggest,
+	})
+	e.newManager()
+	return e
+}
+
+func (e *env) open() {
+	st, err := sqlite.Open(e.t.Context(), sqlite.Options{Dir: e.dataDir, Synchronous: "NORMAL"})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = st.Close() })
+	e.log = &watched{Log: st, changed: make(chan struct{})}
+}
+
+// newManager starts a Manager; the test shuts it down at its end.
+func (e *env) newManager() *runs.Manager {
+	m := runs.New(e.log, e.agent, nil)
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		m.Shutdown(ctx)
+	})
+	e.m = m
+	return m
+}
+
+func (e *env) post(thread, text string) runs.Posted {
+	e.t.Helper()
+	p, err := e.m.Post(e.t.Context(), thread, runs.Input{Text: text, Interactive: true})
+	require.NoError(e.t, err)
+	return p
+}
+
+// events returns thread's events as "type" or "type run-label" lines, with
+// run ids replaced by the labels given.
+func (e *env) events(thread string, labels map[string]string) []string {
+	e.t.Helper()
+	evs, err := e.log.Read(e.t.Context(), thread, 0, 10000)
+	require.NoError(e.t, err)
+	var out []string
+	for _, ev := range evs {
+		// Only the run-level skeleton: the agent's own sequence is the
+		// agent package's to test.
+		switch ev.Type() {
+		case event.TypeMessageUser, event.TypeRunStarted, event.TypeRunCompleted, event.TypeRunFailed,
+			event.TypeRunCancelled, event.TypeToolApprovalRequested, event.TypeToolApprovalResolved:
+			label, ok := labels[ev.Run]
+			if !ok {
+				label = "?"
+			}
+			out = append(out, string(ev.Type())+" "+label)
+		}
+	}
+	return out
+}
+
+func approvalOf(run string) func(event.Event) bool {
+	return func(e event.Event) bool { return e.Run == run && e.Type() == event.TypeToolApprovalRequested }
+}
+
+func TestPostRunsToTheEnd(t *testing.T) {
+	e := newEnv(t)
+	p := e.post("t1", "hello")
+	assert.False(t, p.Queued)
+	assert.Equal(t, p.Run, e.m.Active("t1"), "the run is active until it ends")
+	end := e.log.waitFor(t, 1, ended(p.Run))
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
+
+	evs, err := e.log.Read(t.Context(), "t1", 0, 1)
+	require.NoError(t, err)
+	assert.Equal(t, event.MessageUser{MessageID: p.MessageID, Text: "hello"}, evs[0].Payload)
+	assert.Equal(t, p.Run, evs[0].Run)
+}
+
+func TestQueuedInputRunsInOrder(t *testing.T) {
+	e := newEnv(t)
+	first := e.post("t1", "touch it")
+	call := e.log.waitFor(t, 1, approvalOf(first.Run)).Payload.(event.ToolApprovalRequested)
+
+	second := e.post("t1", "second")
+	third := e.post("t1", "third")
+	assert.True(t, second.Queued)
+	assert.True(t, third.Queued)
+	assert.Equal(t, first.Run, e.m.Active("t1"))
+	// Queued input is not in the log until its run starts.
+	assert.Equal(t, []string{"message.user 1", "run.started 1", "tool.approval.requested 1"},
+		e.events("t1", map[string]string{first.Run: "1"}))
+
+	require.NoError(t, e.m.Resolve(t.Context(), "t1", agent.Command{Kind: agent.CommandApproval, ID: call.CallID, Decision: event.DecisionApprove}))
+	e.log.waitFor(t, 1, ended(third.Run))
+	assert.Equal(t, []string{
+		"message.user 1", "run.started 1", "tool.approval.requested 1", "tool.approval.resolved 1", "run.completed 1",
+		"message.user 2", "run.started 2", "run.completed 2",
+		"message.user 3", "run.started 3", "run.completed 3",
+	}, e.events("t1", map[string]string{first.Run: "1", second.Run: "2", third.Run: "3"}))
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: third"}, e.log.waitFor(t, 1, ended(third.Run)).Payload)
+}
+
+func TestThreadsRunIndependently(t *testing.T) {
+	e := newEnv(t)
+	a := e.post("t1", "touch it")
+	e.log.waitFor(t, 1, approvalOf(a.Run))
+	b := e.post("t2", "hello")
+	assert.False(t, b.Queued, "another thread's run does not queue this one")
+	e.log.waitFor(t, 1, ended(b.Run))
+	assert.Equal(t, a.Run, e.m.Active("t1"))
+}
+
+func TestCancel(t *testing.T) {
+	e := newEnv(t)
+	assert.ErrorIs(t, e.m.Cancel("t1"), runs.ErrNoRun)
+
+	first := e.post("t1", "touch it")
+	e.log.waitFor(t, 1, approvalOf(first.Run))
+	queued := e.post("t1", "never runs")
+	require.True(t, queued.Queued)
+	require.NoError(t, e.m.Cancel("t1"))
+	assert.Equal(t, event.RunCancelled{Reason: "cancelled"}, e.log.waitFor(t, 1, ended(first.Run)).Payload)
+
+	// Cancel dropped the queued input: after the manager stops, nothing of
+	// it is in the log.
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e.m.Shutdown(ctx)
+	assert.Equal(t, []string{"message.user 1", "run.started 1", "tool.approval.requested 1", "run.cancelled 1"},
+		e.events("t1", map[string]string{first.Run: "1"}))
+}
+
+func TestResolve(t *testing.T) {
+	e := newEnv(t)
+	approval := func(id string, d event.Decision) agent.Command {
+		return agent.Command{Kind: agent.CommandApproval, ID: id, Decision: d}
+	}
+	assert.ErrorIs(t, e.m.Resolve(t.Context(), "t1", approval("call_x", event.DecisionApprove)), runs.ErrUnknownRequest, "no run")
+
+	p := e.post("t1", "touch it")
+	call := e.log.waitFor(t, 1, approvalOf(p.Run)).Payload.(event.ToolApprovalRequested)
+	assert.ErrorIs(t, e.m.Resolve(t.Context(), "t1", approval("call_x", event.DecisionApprove)), runs.ErrUnknownRequest, "unknown id")
+	assert.ErrorIs(t, e.m.Resolve(t.Context(), "t1", agent.Command{Kind: agent.CommandInput, ID: call.CallID, Text: "yes"}), runs.ErrUnknownRequest, "wrong kind")
+	assert.ErrorIs(t, e.m.Resolve(t.Context(), "t2", approval(call.CallID, event.DecisionApprove)), runs.ErrUnknownRequest, "wrong thread")
+
+	// Another caller — another connection to the thread — answers.
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		errc <- e.m.Resolve(ctx, "t1", approval(call.CallID, event.DecisionApprove))
+	}()
+	require.NoError(t, <-errc)
+	resolved := e.log.waitFor(t, 1, ofType(event.TypeToolApprovalResolved)).Payload
+	assert.Equal(t, event.ToolApprovalResolved{CallID: call.CallID, Decision: event.DecisionApprove}, resolved)
+	// Answered once, the request is no longer pending.
+	err := e.m.Resolve(t.Context(), "t1", approval(call.CallID, event.DecisionDenyStop))
+	assert.ErrorIs(t, err, runs.ErrUnknownRequest)
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Made."}, e.log.waitFor(t, 1, ended(p.Run)).Payload)
+}
+
+func TestNonInteractiveInput(t *testing.T) {
+	e := newEnv(t)
+	p, err := e.m.Post(t.Context(), "t1", runs.Input{Text: "touch it"})
+	require.NoError(t, err)
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Not run."}, e.log.waitFor(t, 1, ended(p.Run)).Payload)
+	assert.NotContains(t, e.events("t1", nil), "tool.approval.requested ?")
+}
+
+func TestRecoverInterruptedRun(t *testing.T) {
+	e := newEnv(t)
+	// A previous process finished one run and died in the middle of another.
+	_, err := e.log.Append(t.Context(), "t1",
+		event.New("t1", "done", event.MessageUser{MessageID: "m0", Text: "hello"}),
+		event.New("t1", "done", event.RunStarted{Strategy: "react"}),
+		event.New("t1", "done", event.RunCompleted{Reason: "final_answer", Reply: "hi"}),
+		event.New("t1", "dead", event.MessageUser{MessageID: "m1", Text: "touch it"}),
+		event.New("t1", "dead", event.RunStarted{Strategy: "react"}),
+		event.New("t1", "dead", event.ToolCallCompleted{CallID: "call_dead", Name: "bash", Arguments: []byte(`{"command":"touch x"}`)}),
+		event.New("t1", "dead", event.ToolApprovalRequested{CallID: "call_dead", Name: "bash", Arguments: []byte(`{"command":"touch x"}`)}),
+	)
+	require.NoError(t, err)
+	require.NoError(t, e.log.Close())
+	e.open()
+	e.newManager()
+
+	p := e.post("t1", "again")
+	e.log.waitFor(t, 1, ended(p.Run))
+	labels := map[string]string{"done": "done", "dead": "dead", p.Run: "new"}
+	assert.Equal(t, []string{
+		"message.user done", "run.started done", "run.completed done",
+		"message.user dead", "run.started dead", "tool.approval.requested dead",
+		"run.failed dead",
+		"message.user new", "run.started new", "run.completed new",
+	}, e.events("t1", labels))
+	failed := e.log.waitFor(t, 1, ended("dead")).Payload.(event.RunFailed)
+	assert.Equal(t, "interrupted", failed.Code)
+	assert.NotEmpty(t, failed.Message)
+	// The dead run's approval is not pending any more.
+	assert.ErrorIs(t, e.m.Resolve(t.Context(), "t1", agent.Command{Kind: agent.CommandApproval, ID: "call_dead", Decision: event.DecisionApprove}), runs.ErrUnknownRequest)
+}
+
+func TestShutdownCancelsWhenGraceEnds(t *testing.T) {
+	e := newEnv(t)
+	p := e.post("t1", "touch it")
+	e.log.waitFor(t, 1, approvalOf(p.Run))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // no grace at all
+	e.m.Shutdown(ctx)
+	// Shutdown returns once the run wrote its end.
+	evs, err := e.log.Read(t.Context(), "t1", 0, 10000)
+	require.NoError(t, err)
+	assert.Equal(t, event.RunCancelled{Reason: "cancelled"}, evs[len(evs)-1].Payload)
+	assert.Empty(t, e.m.Active("t1"))
+
+	_, err = e.m.Post(t.Context(), "t1", runs.Input{Text: "late"})
+	assert.ErrorIs(t, err, runs.ErrShuttingDown)
+}
+
+func TestShutdownLetsRunsFinishInTheGrace(t *testing.T) {
+	e := newEnv(t)
+	p := e.post("t1", "touch it")
+	call := e.log.waitFor(t, 1, approvalOf(p.Run)).Payload.(event.ToolApprovalRequested)
+	queued := e.post("t1", "queued")
+	require.True(t, queued.Queued)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.m.Shutdown(ctx)
+	}()
+	// While the manager waits for its runs, people can still answer them.
+	require.Eventually(t, func() bool {
+		_, err := e.m.Post(t.Context(), "t2", runs.Input{Text: "x"})
+		return err != nil
+	}, testTimeout, time.Millisecond, "Shutdown stops taking input")
+	require.NoError(t, e.m.Resolve(t.Context(), "t1", agent.Command{Kind: agent.CommandApproval, ID: call.CallID, Decision: event.DecisionApprove}))
+	<-done
+	evs, err := e.log.Read(t.Context(), "t1", 0, 10000)
+	require.NoError(t, err)
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Made."}, evs[len(evs)-1].Payload)
+	assert.Equal(t, []string{"message.user 1", "run.started 1", "tool.approval.requested 1", "tool.approval.resolved 1", "run.completed 1"},
+		e.events("t1", map[string]string{p.Run: "1"}), "queued input does not start during shutdown")
+}
+
+// TestShutdownWaitsForEveryRunItLetStart posts to many threads while the
+// manager shuts down: each post either fails with ErrShuttingDown or starts
+// a run that has ended by the time Shutdown returns.
+func TestShutdownWaitsForEveryRunItLetStart(t *testing.T) {
+	e := newEnv(t)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		accepted = map[string]string{} // run -> thread
+	)
+	start := make(chan struct{})
+	for i := range 8 {
+		wg.Go(func() {
+			<-start
+			for j := 0; ; j++ {
+				thread := "t" + string(rune('a'+i)) + string(rune('a'+j%26))
+				p, err := e.m.Post(context.Background(), thread, runs.Input{Text: "hello"})
+				if err != nil {
+					assert.ErrorIs(t, err, runs.ErrShuttingDown)
+					return
+				}
+				mu.Lock()
+				accepted[p.Run] = thread
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	e.m.Shutdown(ctx)
+	wg.Wait()
+	// Every accepted run, queued or not, either never started or has ended.
+	for run, thread := range accepted {
+		evs, err := e.log.Read(t.Context(), thread, 0, 10000)
+		require.NoError(t, err)
+		started, ends := false, 0
+		for _, ev := range evs {
+			if ev.Run != run {
+				continue
+			}
+			switch ev.Payload.(type) {
+			case event.RunStarted:
+				started = true
+			case event.RunCompleted, event.RunFailed, event.RunCancelled:
+				ends++
+			}
+		}
+		if started {
+			assert.Equal(t, 1, ends, "run %s of %s started but had not ended when Shutdown returned", run, thread)
+		}
+	}
+}
+
+// TestPostRacingShutdown holds a Post between its check that the manager
+// runs and the start of its run, while Shutdown (with no run to wait for)
+// returns: the Post must then fail, not start a run nobody waits for.
+func TestPostRacingShutdown(t *testing.T) {
+	e := newEnv(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.log.mu.Lock()
+	e.log.onHistory = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	e.log.mu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.m.Post(context.Background(), "t1", runs.Input{Text: "hello"})
+		errc <- err
+	}()
+	<-entered // Post is reading the thread's history to recover it
+	e.m.Shutdown(t.Context())
+	close(release)
+	assert.ErrorIs(t, <-errc, runs.ErrShuttingDown)
+	assert.Empty(t, e.m.Active("t1"))
+	evs, err := e.log.Read(t.Context(), "t1", 0, 10)
+	require.NoError(t, err)
+	assert.Empty(t, evs, "nothing was written after Shutdown returned")
+}
