@@ -16,12 +16,12 @@ var migrationFiles embed.FS
 // migrateSchema brings the database to the newest schema in one immediate
 // transaction, so a crash leaves either the old schema or the new one and a
 // second process opening the same file waits instead of racing.
-func migrateSchema(ctx context.Context, conn *sql.Conn) (version int, err error) {
+func migrateSchema(ctx context.Context, db *sql.DB) (version int, err error) {
 	ms, err := migrate.Load(migrationFiles, "migrations")
 	if err != nil {
 		return 0, err
 	}
-	tx, err := conn.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
 		return 0, fmt.Errorf("begin: %w", err)
 	}

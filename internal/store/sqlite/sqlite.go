@@ -62,10 +62,10 @@ type Options struct {
 type Store struct {
 	path    string
 	log     *slog.Logger
-	wdb     *sql.DB // one connection, owned by the writer goroutine
-	wconn   *sql.Conn
+	wdb     *sql.DB // one connection: the writer goroutine's (and Open's and Close's)
 	rdb     *sql.DB // query-only pool
 	commit  *groupcommit.Committer
+	writer  writer // owned by the writer goroutine (flush)
 	closed  atomic.Bool
 	history string // the History query
 }
@@ -112,7 +112,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	// One write connection, kept for the store's life: SQLite has one
+	// writer anyway, and the writer's prepared statements live on it.
 	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxIdleTime(0)
 	wdb.SetConnMaxLifetime(0)
 	s := &Store{path: path, log: opts.Logger, wdb: wdb}
@@ -120,11 +123,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	if s.wconn, err = wdb.Conn(ctx); err != nil {
+	version, err := migrateSchema(ctx, wdb)
+	if err != nil {
 		return fail(err)
 	}
-	version, err := migrateSchema(ctx, s.wconn)
-	if err != nil {
+	if err := s.prepareWriter(ctx); err != nil {
 		return fail(err)
 	}
 
@@ -241,7 +244,7 @@ func (s *Store) Close() error {
 	s.commit.Close()
 	// Let SQLite refresh its planner statistics where they are stale; cheap,
 	// and recommended on closing a connection that wrote.
-	if _, err := s.wconn.ExecContext(context.Background(), `PRAGMA optimize`); err != nil {
+	if _, err := s.wdb.ExecContext(context.Background(), `PRAGMA optimize`); err != nil {
 		s.log.Warn("sqlite: optimize on close", "err", err)
 	}
 	err := s.closeDBs()
@@ -253,10 +256,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	var errs []error
-	if s.wconn != nil {
-		errs = append(errs, s.wconn.Close())
-	}
+	errs := []error{s.writer.close()}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}

@@ -2,53 +2,194 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentwire/agentwire/internal/store/internal/groupcommit"
 )
 
-// flush commits one batch of appends in one transaction on the write
-// connection. Each thread's next seq comes from its threads row, bumped in the
-// same transaction, so seqs stay gapless even if another process appends to
-// the same file: BEGIN IMMEDIATE holds the write lock from the start.
-func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) error {
-	tx, err := s.wconn.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
+const (
+	// maxCachedThreads bounds the writer's seq cache; past it the cache
+	// starts over (threads then cost one lookup on their next append).
+	maxCachedThreads = 100_000
+	// upsertChunk is how many threads one upsert statement updates.
+	upsertChunk = 128
+)
+
+// insertChunks are the row counts of the multi-row event INSERTs, largest
+// first: a batch of n events takes n/32 statements of 32 rows, then 8s, then
+// single rows. Fewer, larger statements cut the per-statement cost that
+// dominates SQLite inserts once the commit itself is shared.
+//
+// The writer's statements are INSERT OR ROLLBACK: a failing statement fails
+// the whole batch anyway, and without the ability to undo just one
+// statement SQLite need not copy every page a multi-row statement touches
+// into its statement journal first.
+var insertChunks = []int{32, 8, 1}
+
+// writer is what the writer goroutine keeps between batches: prepared
+// statements on the write connection and a cache of last seqs. Only flush
+// touches it, and flush runs on that one goroutine.
+type writer struct {
+	inserts     map[int]*sql.Stmt // by rows per statement (insertChunks)
+	dataVersion *sql.Stmt
+	threadSeq   *sql.Stmt
+
+	// lastSeq caches threads.last_seq of threads this connection wrote, so
+	// a batch needs no lookup per append. It is trusted only while
+	// version is unchanged: PRAGMA data_version moves when another
+	// connection (another process, another Store) commits to the file, and
+	// stays put for this connection's own commits.
+	lastSeq map[string]int64
+	version int64
+}
+
+// prepareWriter prepares the writer's statements on the write pool (one
+// connection).
+func (s *Store) prepareWriter(ctx context.Context) error {
+	w := &s.writer
+	w.lastSeq = map[string]int64{}
+	w.version = -1
+	w.inserts = map[int]*sql.Stmt{}
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = s.wdb.PrepareContext(ctx, q)
+		return st
+	}
+	for _, n := range insertChunks {
+		w.inserts[n] = prep(`INSERT OR ROLLBACK INTO events (thread, seq, id, run, type, time, data) VALUES ` +
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", n), ", "))
+	}
+	w.dataVersion = prep(`PRAGMA data_version`)
+	w.threadSeq = prep(`SELECT last_seq FROM threads WHERE id = ?`)
+	return err
+}
+
+func (w *writer) close() error {
+	var errs []error
+	for _, st := range []*sql.Stmt{w.dataVersion, w.threadSeq} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, st := range w.inserts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// flush commits one batch of appends in one transaction: take each thread's
+// last seq (cached), insert the events, then store each thread's new
+// last_seq. BEGIN IMMEDIATE takes the write lock first, so seqs stay gapless
+// even when another process appends to the same file.
+func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err error) {
+	w := &s.writer
+	defer func() {
+		if err != nil { // the seqs this batch took are rolled back
+			clear(w.lastSeq)
+			w.version = -1
+		}
+	}()
+	tx, err := s.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
-	bump, err := tx.PrepareContext(ctx, `INSERT INTO threads (id, last_seq, created, updated) VALUES (?1, ?2, ?3, ?3)
-		ON CONFLICT (id) DO UPDATE SET last_seq = last_seq + excluded.last_seq, updated = excluded.updated
-		RETURNING last_seq`)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	defer bump.Close()
-	insert, err := tx.PrepareContext(ctx, `INSERT INTO events (thread, seq, id, run, type, time, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return fmt.Errorf("prepare: %w", err)
-	}
-	defer insert.Close()
 
-	now := time.Now().UnixMicro()
+	var version int64
+	if err := tx.StmtContext(ctx, w.dataVersion).QueryRowContext(ctx).Scan(&version); err != nil {
+		return fmt.Errorf("data version: %w", err)
+	}
+	if version != w.version || len(w.lastSeq) > maxCachedThreads {
+		clear(w.lastSeq)
+		w.version = version
+	}
+
+	var (
+		touched []string // distinct threads, in batch order
+		seen    = make(map[string]bool, len(batch))
+		rows    []any // event rows, 7 values each
+	)
+	threadSeq := tx.StmtContext(ctx, w.threadSeq)
 	for _, a := range batch {
-		var last int64
-		if err := bump.QueryRowContext(ctx, a.Thread, len(a.Events), now).Scan(&last); err != nil {
-			return fmt.Errorf("thread %q: %w", a.Thread, err)
+		if !seen[a.Thread] {
+			seen[a.Thread] = true
+			touched = append(touched, a.Thread)
 		}
-		first := last - int64(len(a.Events)) + 1
-		for i := range a.Events {
-			e := &a.Events[i]
-			e.Seq = first + int64(i)
-			if _, err := insert.ExecContext(ctx, a.Thread, e.Seq, e.ID, e.Run, string(e.Type()), e.Time.UnixMicro(), string(a.Data[i])); err != nil {
-				return fmt.Errorf("thread %q seq %d: %w", a.Thread, e.Seq, err)
+		last, ok := w.lastSeq[a.Thread]
+		if !ok {
+			err := threadSeq.QueryRowContext(ctx, a.Thread).Scan(&last)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("thread %q: %w", a.Thread, err)
 			}
 		}
+		for i := range a.Events {
+			e := &a.Events[i]
+			last++
+			e.Seq = last
+			rows = append(rows, a.Thread, e.Seq, e.ID, e.Run, string(e.Type()), e.Time.UnixMicro(), string(a.Data[i]))
+		}
+		w.lastSeq[a.Thread] = last
+	}
+	if err := s.insertRows(ctx, tx, rows); err != nil {
+		return err
+	}
+	if err := s.bumpThreads(ctx, tx, touched); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// insertRows inserts event rows (7 values each) with the fewest statements
+// insertChunks allow.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []any) error {
+	const cols = 7
+	for _, n := range insertChunks {
+		st := tx.StmtContext(ctx, s.writer.inserts[n])
+		for len(rows) >= n*cols {
+			if _, err := st.ExecContext(ctx, rows[:n*cols]...); err != nil {
+				return fmt.Errorf("insert events of thread %q from seq %d: %w", rows[0], rows[1], err)
+			}
+			rows = rows[n*cols:]
+		}
+	}
+	return nil
+}
+
+// bumpThreads stores the threads' new last_seq from the cache (creating rows
+// for new threads), up to upsertChunk threads per statement.
+func (s *Store) bumpThreads(ctx context.Context, tx *sql.Tx, threads []string) error {
+	now := time.Now().UnixMicro()
+	for len(threads) > 0 {
+		chunk := threads[:min(len(threads), upsertChunk)]
+		threads = threads[len(chunk):]
+		var q strings.Builder
+		q.WriteString(`INSERT OR ROLLBACK INTO threads (id, last_seq, created, updated) VALUES `)
+		args := make([]any, 0, 2*len(chunk)+1)
+		args = append(args, now)
+		for i, th := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "(?%d, ?%d, ?1, ?1)", 2*i+2, 2*i+3)
+			args = append(args, th, s.writer.lastSeq[th])
+		}
+		q.WriteString(` ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq, updated = excluded.updated`)
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("update threads: %w", err)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -132,16 +133,31 @@ func (c *Committer) run() {
 }
 
 // collect gathers first and every append already waiting, up to MaxEvents.
+//
+// Callers answered by the last commit are runnable but may not have run
+// yet; taking only what is queued at this instant would commit them one
+// small batch at a time. So while a pass finds more appends, the writer
+// yields once and looks again: under load the batch fills with everyone
+// about to append, and an idle store pays one yield, never a timer.
 func (c *Committer) collect(first *Append) []*Append {
 	batch := []*Append{first}
 	n := len(first.Events)
 	for n < c.opts.MaxEvents {
-		select {
-		case a := <-c.reqs:
-			batch = append(batch, a)
-			n += len(a.Events)
-		default:
-			return batch
+		runtime.Gosched()
+		found := false
+	drain:
+		for n < c.opts.MaxEvents {
+			select {
+			case a := <-c.reqs:
+				batch = append(batch, a)
+				n += len(a.Events)
+				found = true
+			default:
+				break drain
+			}
+		}
+		if !found {
+			break
 		}
 	}
 	return batch

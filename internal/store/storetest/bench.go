@@ -1,0 +1,203 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/store"
+)
+
+// The benchmarks compare a store with the plainest use of the same database
+// measured in the same run, and report the ratio: absolute figures on a
+// shared 2-core machine say little, ratios say what the store costs.
+
+const (
+	// BenchThreads is how many threads append at once in BenchAppend.
+	BenchThreads = 100
+	// BenchPayloadSize is the encoded size of each benchmark payload.
+	BenchPayloadSize = 200
+	// RawBatch is how many rows the raw baseline inserts per transaction:
+	// one per appending thread, the batch group commit forms under load.
+	RawBatch = BenchThreads
+)
+
+// Row is one event as a plain table holds it, for the raw baselines.
+type Row struct {
+	Thread string
+	Seq    int64
+	ID     string
+	Run    string
+	Type   string
+	Time   time.Time
+	Data   []byte
+}
+
+// BenchPayload returns a message delta whose encoding is exactly
+// BenchPayloadSize bytes.
+func BenchPayload() event.Payload {
+	p := event.MessageDelta{MessageID: event.NewID()}
+	data, err := event.EncodePayload(p)
+	if err != nil {
+		panic(err)
+	}
+	p.Text = strings.Repeat("x", BenchPayloadSize-len(data))
+	return p
+}
+
+// BenchAppend measures committed events per second with BenchThreads
+// threads appending one event at a time concurrently, then inserts the same
+// number of rows with insertRaw, RawBatch rows per call (one transaction),
+// into a plain table of the same shape. It reports events/s of both, the
+// ratio store/raw ("x-raw", higher is better, goal >= 0.8) and the append
+// latency p50 and p99 under that load.
+func BenchAppend(b *testing.B, l store.Log, insertRaw func(ctx context.Context, rows []Row) error) {
+	ctx := b.Context()
+	payload := BenchPayload()
+	perThread := max(1, (b.N+BenchThreads-1)/BenchThreads)
+	n := perThread * BenchThreads
+	run := event.NewID() // threads are new in every call of the benchmark
+	lat := make([][]time.Duration, BenchThreads)
+	errs := make(chan error, BenchThreads)
+
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range BenchThreads {
+		thread := fmt.Sprintf("bench-%s-%03d", run, w)
+		lat[w] = make([]time.Duration, 0, perThread)
+		wg.Go(func() {
+			for range perThread {
+				t0 := time.Now()
+				if _, err := l.Append(ctx, thread, event.Event{Run: run, Payload: payload}); err != nil {
+					errs <- err
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	storeTime := time.Since(start)
+	b.StopTimer()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+
+	data, err := event.EncodePayload(payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := make([]Row, 0, n)
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for s := range perThread {
+		for w := range BenchThreads {
+			rows = append(rows, Row{Thread: fmt.Sprintf("raw-%s-%03d", run, w), Seq: int64(s + 1),
+				ID: event.NewID(), Run: run, Type: string(payload.EventType()), Time: now, Data: data})
+		}
+	}
+	start = time.Now()
+	for batch := range slices.Chunk(rows, RawBatch) {
+		if err := insertRaw(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawTime := time.Since(start)
+
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(n)/storeTime.Seconds(), "events/s")
+	b.ReportMetric(float64(n)/rawTime.Seconds(), "raw-events/s")
+	b.ReportMetric(rawTime.Seconds()/storeTime.Seconds(), "x-raw")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// ReplayEvents is how many events BenchReplay reads.
+const ReplayEvents = 10_000
+
+// ReplayPage is the page size BenchReplay reads with, as a subscriber
+// catching up would.
+const ReplayPage = 1_000
+
+// BenchReplay reads thread's first ReplayEvents events through l, in pages
+// of ReplayPage, and the same rows with readRaw (one plain SELECT, columns
+// scanned, payloads not decoded), alternating, and reports the ratio of
+// their times ("x-raw", lower is better, goal <= 1.5).
+func BenchReplay(b *testing.B, l store.Log, thread string, readRaw func(ctx context.Context, thread string, limit int) (int, error)) {
+	ctx := b.Context()
+	var storeTime, rawTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		read := 0
+		for read < ReplayEvents {
+			evs, err := l.Read(ctx, thread, int64(read), min(ReplayPage, ReplayEvents-read))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(evs) == 0 {
+				b.Fatalf("thread %s has only %d events", thread, read)
+			}
+			read += len(evs)
+		}
+		storeTime += time.Since(start)
+
+		b.StopTimer()
+		start = time.Now()
+		got, err := readRaw(ctx, thread, ReplayEvents)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got != ReplayEvents {
+			b.Fatalf("raw read %d rows, want %d", got, ReplayEvents)
+		}
+		rawTime += time.Since(start)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(storeTime.Microseconds())/1000/float64(b.N), "store-ms")
+	b.ReportMetric(float64(rawTime.Microseconds())/1000/float64(b.N), "raw-ms")
+	b.ReportMetric(storeTime.Seconds()/rawTime.Seconds(), "x-raw")
+}
+
+// Big log dimensions for BenchReplay: BigThreads threads of ReplayEvents
+// events each, a million events in all.
+const (
+	BigThreads = 100
+	bigChunk   = 100
+)
+
+// BigThread names the i-th thread of the big log.
+func BigThread(i int) string { return fmt.Sprintf("big-%03d", i) }
+
+// FillBig appends the big log to l: BigThreads threads of ReplayEvents
+// events, appended concurrently in chunks so the threads' events interleave
+// in the log as a busy server's would.
+func FillBig(ctx context.Context, l store.Log) error {
+	payload := BenchPayload()
+	errs := make(chan error, BigThreads)
+	var wg sync.WaitGroup
+	for w := range BigThreads {
+		wg.Go(func() {
+			in := make([]event.Event, bigChunk)
+			for i := range in {
+				in[i] = event.Event{Payload: payload}
+			}
+			for range ReplayEvents / bigChunk {
+				if _, err := l.Append(ctx, BigThread(w), in...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
