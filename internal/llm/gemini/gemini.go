@@ -1,0 +1,148 @@
+// Package gemini is an llm.Model on the Gemini API's streamGenerateContent,
+// through Google's official Go SDK (google.golang.org/genai). Gemini sends
+// each function call whole; the package turns it into the start, delta and
+// done chunks the llm contract asks for, and numbers calls the API leaves
+// without an id.
+package gemini
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"net/http"
+
+	"google.golang.org/genai"
+
+	"github.com/agentwire/agentwire/internal/llm"
+)
+
+// DefaultModel is the model requests go to when Config.Model is empty.
+const DefaultModel = "gemini-2.5-flash"
+
+// DefaultMaxRetries is how often a failed request (408, 429, 5xx, network
+// errors) is retried when Config.MaxRetries is zero.
+const DefaultMaxRetries = 2
+
+// Config configures a Model.
+type Config struct {
+	// APIKey is sent as x-goog-api-key; empty leaves the SDK to read
+	// GOOGLE_API_KEY or GEMINI_API_KEY.
+	APIKey string
+	// BaseURL defaults to the SDK's,
+	// https://generativelanguage.googleapis.com/.
+	BaseURL string
+	// Model defaults to DefaultModel.
+	Model string
+	// HTTPClient defaults to a new http.Client.
+	HTTPClient *http.Client
+	// MaxTokens caps each reply unless a Request sets its own; zero leaves
+	// the model's default.
+	MaxTokens int
+	// IncludeThoughts asks for summaries of the model's thinking, which
+	// stream as reasoning.
+	IncludeThoughts bool
+	// MaxRetries is how often a failed request is retried; zero means
+	// DefaultMaxRetries and a negative value means never.
+	MaxRetries int
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+}
+
+// Model streams generated content. It is safe for concurrent use.
+type Model struct {
+	client    *genai.Client
+	model     string
+	maxTokens int
+	thoughts  bool
+	// retry is sent with every request; nil retries nothing.
+	retry *genai.HTTPRetryOptions
+	log   *slog.Logger
+}
+
+var _ llm.Model = (*Model)(nil)
+
+// New returns a Model for cfg.
+func New(cfg Config) (*Model, error) {
+	m := &Model{model: cfg.Model, maxTokens: cfg.MaxTokens, thoughts: cfg.IncludeThoughts, log: cfg.Logger}
+	if m.model == "" {
+		m.model = DefaultModel
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxTokens < 0 {
+		return nil, fmt.Errorf("gemini: MaxTokens %d is negative", cfg.MaxTokens)
+	}
+	retries := cfg.MaxRetries
+	if retries == 0 {
+		retries = DefaultMaxRetries
+	}
+	if retries > 0 {
+		attempts := int32(retries + 1)
+		m.retry = &genai.HTTPRetryOptions{Attempts: &attempts}
+	}
+	// The context is used only to find Google Cloud credentials, which
+	// the Gemini API backend does not use.
+	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey:      cfg.APIKey,
+		Backend:     genai.BackendGeminiAPI,
+		HTTPClient:  cfg.HTTPClient,
+		HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gemini: %w", err)
+	}
+	m.client = client
+	return m, nil
+}
+
+// Name returns the model requests go to.
+func (m *Model) Name() string { return m.model }
+
+// Stream sends req as one streamed generateContent call.
+func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		contents, config, err := m.request(req)
+		if err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		t := turn{yield: yield}
+		for resp, err := range m.client.Models.GenerateContentStream(ctx, m.model, contents, config) {
+			if err != nil {
+				yield(llm.Chunk{}, streamError(ctx, err))
+				return
+			}
+			if !t.response(resp) {
+				return
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			yield(llm.Chunk{}, err)
+			return
+		}
+		if t.finish == "" {
+			yield(llm.Chunk{}, fmt.Errorf("gemini: the stream ended before the model finished: %w", io.ErrUnexpectedEOF))
+			return
+		}
+		if t.end() {
+			m.log.DebugContext(ctx, "model call done", "provider", "gemini", "model", m.model,
+				"finish", t.finish, "prompt_tokens", t.usage.PromptTokens, "completion_tokens", t.usage.CompletionTokens)
+		}
+	}
+}
+
+// streamError turns what ended a stream into the error Stream yields: the
+// context's error when it was cancelled, an *llm.APIError for what the API
+// reported, else err.
+func streamError(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if e := apiError(err); e != nil {
+		return e
+	}
+	return fmt.Errorf("gemini: %w", err)
+}
