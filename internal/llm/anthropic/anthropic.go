@@ -33,7 +33,8 @@ type Config struct {
 	// APIKey is sent as x-api-key; empty leaves the SDK to find credentials
 	// (ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN, its profiles).
 	APIKey string
-	// BaseURL defaults to the SDK's, https://api.anthropic.com.
+	// BaseURL defaults to the SDK's: ANTHROPIC_BASE_URL if set, else
+	// https://api.anthropic.com.
 	BaseURL string
 	// Model defaults to DefaultModel.
 	Model string

@@ -30,7 +30,7 @@ type Config struct {
 	// APIKey is sent as x-goog-api-key; empty leaves the SDK to read
 	// GOOGLE_API_KEY or GEMINI_API_KEY.
 	APIKey string
-	// BaseURL defaults to the SDK's,
+	// BaseURL defaults to the SDK's: GOOGLE_GEMINI_BASE_URL if set, else
 	// https://generativelanguage.googleapis.com/.
 	BaseURL string
 	// Model defaults to DefaultModel.

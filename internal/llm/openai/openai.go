@@ -32,7 +32,10 @@ type Config struct {
 	// OPENAI_API_KEY is set, which the SDK reads.
 	APIKey string
 	// BaseURL is the API's root, such as http://localhost:11434/v1 for
-	// Ollama; empty means the SDK's default, https://api.openai.com/v1.
+	// Ollama; empty means the SDK's default: OPENAI_BASE_URL if set, else
+	// https://api.openai.com/v1. Servers other than api.openai.com get the
+	// reply cap as max_tokens, which they all know; OpenAI gets
+	// max_completion_tokens, which its reasoning models require.
 	BaseURL string
 	// Model defaults to DefaultModel.
 	Model string
