@@ -200,7 +200,7 @@ func (r *run) execute(ctx context.Context) {
 func (r *run) end(ctx context.Context, err error, code string) {
 	switch {
 	case errors.Is(err, errStop):
-		r.emit(event.RunCancelled{Reason: "denied"})
+		r.emit(event.RunCancelled{Reason: event.CodeDenied})
 	case ctx.Err() != nil:
 		r.emit(event.RunCancelled{Reason: "cancelled"})
 	default:

@@ -31,12 +31,16 @@ const (
 
 // Failure codes of run.failed.
 const (
-	CodeModelError    = "model_error"
-	CodeStepLimit     = "step_limit"
-	CodeToolError     = "tool_error"
-	CodeInternal      = "internal"
-	CodeDenied        = "denied"
-	CodeInputTimedOut = "input_timed_out"
+	CodeModelError = "model_error"
+	CodeStepLimit  = "step_limit"
+	CodeToolError  = "tool_error"
+	CodeInternal   = "internal"
+	// CodeInterrupted ends a run that a previous server process left
+	// unfinished.
+	CodeInterrupted = "interrupted"
+	// CodeDenied is the reason of a run.cancelled that a person stopped by
+	// denying a tool call (deny_stop).
+	CodeDenied = "denied"
 )
 
 // PurposeExplanation marks a message that explains a pending tool call.

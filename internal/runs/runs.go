@@ -223,7 +223,7 @@ func (m *Manager) recover(ctx context.Context, thread string) error {
 	var ends []event.Event
 	for _, run := range order {
 		if open[run] {
-			ends = append(ends, event.New(thread, run, event.RunFailed{Code: "interrupted", Message: "The server stopped while this run was going on."}))
+			ends = append(ends, event.New(thread, run, event.RunFailed{Code: event.CodeInterrupted, Message: "The server stopped while this run was going on."}))
 		}
 	}
 	if len(ends) == 0 {
