@@ -7,6 +7,7 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/llm/anthropic"
+	"github.com/agentwire/agentwire/internal/llm/gemini"
 	"github.com/agentwire/agentwire/internal/llm/openai"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
 )
@@ -32,7 +33,11 @@ func newModel(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
 		}
 		return m, "anthropic " + m.Name(), nil
 	case "gemini":
-		return nil, "", fmt.Errorf("GEMINI-PENDING")
+		m, err := gemini.New(gemini.Config{APIKey: cfg.GeminiAPIKey, Model: cfg.Model, Logger: log})
+		if err != nil {
+			return nil, "", err
+		}
+		return m, "gemini " + m.Name(), nil
 	default:
 		scn := scripted.Default()
 		desc := "scripted (offline, built-in scenario)"
