@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
@@ -235,6 +236,8 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		msgDone   bool
 		reasonID  string
 		reasoning strings.Builder
+		signature string
+		started   time.Time
 		calls     []llm.ToolCall
 		callIDs   = map[int]string{}
 		names     = map[int]string{}
@@ -244,9 +247,11 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 	)
 	endReasoning := func() {
 		if reasonID != "" {
-			r.emit(event.ReasoningCompleted{ReasoningID: reasonID, Text: reasoning.String()})
-			turn.Reasoning = reasoning.String()
-			reasonID = ""
+			r.emit(event.ReasoningCompleted{ReasoningID: reasonID, Text: reasoning.String(), Signature: signature,
+				DurationMS: time.Since(started).Milliseconds()})
+			turn.Reasoning += reasoning.String()
+			reasonID, signature = "", ""
+			reasoning.Reset()
 		}
 	}
 	endMessage := func() {
@@ -274,12 +279,17 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 			}
 		case llm.ChunkReasoning:
 			if reasonID == "" {
-				reasonID = event.NewID()
+				reasonID, started = event.NewID(), time.Now()
 			}
 			reasoning.WriteString(ch.Text)
 			r.emit(event.ReasoningDelta{ReasoningID: reasonID, Text: ch.Text})
 		case llm.ChunkReasoningSignature:
 			turn.ReasoningSignature = ch.Signature
+			if reasonID != "" {
+				signature = ch.Signature
+			} else {
+				r.emit(event.ReasoningCompleted{ReasoningID: event.NewID(), Signature: ch.Signature})
+			}
 		case llm.ChunkToolStart:
 			endReasoning()
 			endMessage()

@@ -25,7 +25,15 @@ func Transcript(events []event.Event) []llm.Message {
 		cur     *llm.Message // the assistant turn being assembled
 		pending []llm.ToolCall
 		answers = map[string]bool{}
+		// reasoning of the turn about to start, with its signature
+		rText, rSig string
 	)
+	// turn starts an assistant turn carrying the reasoning that preceded it.
+	turn := func(text string) *llm.Message {
+		m := &llm.Message{Role: llm.RoleAssistant, Content: text, Reasoning: rText, ReasoningSignature: rSig}
+		rText, rSig = "", ""
+		return m
+	}
 	flush := func() {
 		if cur != nil {
 			msgs = append(msgs, *cur)
@@ -44,8 +52,20 @@ func Transcript(events []event.Event) []llm.Message {
 	for _, e := range events {
 		switch p := e.Payload.(type) {
 		case event.ContextCompacted:
-			msgs, cur, pending = nil, nil, nil
+			msgs, cur, pending, rText, rSig = nil, nil, nil, "", ""
 			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "Summary of the conversation so far:\n\n" + p.Summary})
+		case event.ReasoningCompleted:
+			if cur != nil { // a signature that came after the turn's output began
+				cur.Reasoning += p.Text
+				if p.Signature != "" {
+					cur.ReasoningSignature = p.Signature
+				}
+				continue
+			}
+			rText += p.Text
+			if p.Signature != "" {
+				rSig = p.Signature
+			}
 		case event.MessageUser:
 			closeCalls()
 			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: p.Text})
@@ -57,11 +77,11 @@ func Transcript(events []event.Event) []llm.Message {
 				closeCalls()
 			}
 			flush()
-			cur = &llm.Message{Role: llm.RoleAssistant, Content: p.Text}
+			cur = turn(p.Text)
 		case event.ToolCallCompleted:
 			if cur == nil {
 				closeCalls()
-				cur = &llm.Message{Role: llm.RoleAssistant}
+				cur = turn("")
 			}
 			c := llm.ToolCall{ID: p.CallID, Name: p.Name, Arguments: string(p.Arguments)}
 			cur.ToolCalls = append(cur.ToolCalls, c)

@@ -85,6 +85,22 @@ func TestTranscript(t *testing.T) {
 			want: []llm.Message{{Role: llm.RoleUser, Content: "go"}, {Role: llm.RoleAssistant, Content: "ok"}},
 		},
 		{
+			name: "reasoning and its signature go back with their turn",
+			in: evs(event.MessageUser{Text: "go"},
+				event.ReasoningCompleted{Text: "think", Signature: "sig1"},
+				event.ToolCallCompleted{CallID: "a", Name: "ls", Arguments: args},
+				event.ReasoningCompleted{Signature: "late"},
+				event.ToolExecCompleted{CallID: "a", Name: "ls", Result: "1"},
+				event.ReasoningCompleted{Text: "more"},
+				event.MessageCompleted{Role: event.RoleAssistant, Text: "done"}),
+			want: []llm.Message{
+				{Role: llm.RoleUser, Content: "go"},
+				{Role: llm.RoleAssistant, Reasoning: "think", ReasoningSignature: "late", ToolCalls: []llm.ToolCall{{ID: "a", Name: "ls", Arguments: `{"path":"."}`}}},
+				{Role: llm.RoleTool, ToolCallID: "a", Name: "ls", Content: "1"},
+				{Role: llm.RoleAssistant, Reasoning: "more", Content: "done"},
+			},
+		},
+		{
 			name: "a compaction summary replaces what came before",
 			in: evs(event.MessageUser{Text: "old"},
 				event.MessageCompleted{Role: event.RoleAssistant, Text: "old answer"},

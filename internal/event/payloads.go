@@ -151,6 +151,11 @@ type ReasoningCompleted struct {
 	ReasoningID string `json:"reasoning_id"`
 	Text        string `json:"text"`
 	DurationMS  int64  `json:"duration_ms,omitempty"`
+	// Signature is the provider's opaque signature of the reasoning
+	// (Anthropic thinking, Gemini thought signatures), which it wants back
+	// with the turn in later calls. A signature that arrives after its
+	// reasoning was closed comes as a reasoning.completed with no text.
+	Signature string `json:"signature,omitempty"`
 }
 
 // EventType implements Payload.
