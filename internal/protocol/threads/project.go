@@ -1,0 +1,142 @@
+package threads
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/go-faster/jx"
+	"github.com/google/uuid"
+
+	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// projector maps canonical events onto the SSE events of a thread stream.
+// Most events show as nothing (run bookkeeping, reasoning, tool output,
+// usage, and message.completed, whose text the deltas already carried).
+//
+// Its one piece of state is the set of explanation messages in flight:
+// their deltas are left out, as the history leaves their text out, so that
+// every agent_text message_id appears in the history. A stream that resumes
+// in the middle of an explanation has not seen its message.started and
+// shows the rest of it.
+type projector struct {
+	thread       uuid.UUID
+	explanations map[string]bool
+}
+
+func newProjector(thread uuid.UUID) *projector {
+	return &projector{thread: thread, explanations: map[string]bool{}}
+}
+
+// project returns the SSE event e shows as, if any, and whether e ends a
+// run (the event is then done or error).
+func (p *projector) project(e event.Event) (out Event, ok, end bool) {
+	id := seqID(e.Seq)
+	switch pl := e.Payload.(type) {
+	case event.MessageStarted:
+		if pl.Purpose == event.PurposeExplanation {
+			p.explanations[pl.MessageID] = true
+		}
+	case event.MessageCompleted:
+		delete(p.explanations, pl.MessageID)
+	case event.MessageDelta:
+		if pl.Text == "" || p.explanations[pl.MessageID] {
+			return Event{}, false, false
+		}
+		return Event{ID: id, Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{
+			ThreadID: p.thread, MessageID: pl.MessageID, Chunk: pl.Text,
+		}}, true, false
+	case event.ToolCallCompleted:
+		return Event{ID: id, Name: EventToolCall, ToolCall: &threadsapi.ToolCallEvent{
+			ToolCallID: pl.CallID, ToolName: pl.Name, Arguments: toolArguments(pl.Arguments),
+		}}, true, false
+	case event.ToolExecCompleted:
+		resultID, result := toolResult(pl)
+		return Event{ID: id, Name: EventToolResult, ToolResult: &threadsapi.ToolResultEvent{
+			ToolResultID: resultID, ToolCallID: pl.CallID, Result: result,
+		}}, true, false
+	case event.RunCompleted:
+		return doneEvent(e.Seq), true, true
+	case event.RunFailed:
+		msg := pl.Message
+		if msg == "" {
+			msg = "The run failed."
+		}
+		return errorEvent(e.Seq, msg), true, true
+	case event.RunCancelled:
+		if pl.Reason == event.CodeDenied {
+			return errorEvent(e.Seq, "The run was stopped: a tool call was denied."), true, true
+		}
+		return errorEvent(e.Seq, "The run was cancelled."), true, true
+	}
+	return Event{}, false, false
+}
+
+// seqID is the SSE id of an event projected from the log event at seq.
+func seqID(seq int64) string { return strconv.FormatInt(seq, 10) }
+
+func doneEvent(seq int64) Event {
+	return Event{ID: seqID(seq), Name: EventDone, Done: &threadsapi.DoneEvent{}}
+}
+
+func errorEvent(seq int64, msg string) Event {
+	return Event{ID: seqID(seq), Name: EventError, Error: &threadsapi.ErrorEvent{Error: msg}}
+}
+
+// toolArguments returns a call's arguments as the JSON object the document
+// requires: the stored arguments when they are an object, {} when there are
+// none, else {"value": <the arguments>} (as a JSON string when they are not
+// JSON at all, which a model can produce).
+func toolArguments(raw json.RawMessage) threadsapi.JSONObject {
+	if obj, ok := jsonObject(raw); ok {
+		return obj
+	}
+	var compact bytes.Buffer
+	switch err := json.Compact(&compact, raw); {
+	case len(bytes.TrimSpace(raw)) == 0:
+		return threadsapi.JSONObject{}
+	case err == nil:
+		return threadsapi.JSONObject{"value": jx.Raw(compact.Bytes())}
+	}
+	return threadsapi.JSONObject{"value": jsonString(string(raw))}
+}
+
+// toolResult returns a tool result's id and body as the original server
+// shaped them: "result-<call>" and the tool's output (the output itself
+// when it is a JSON object, else {"output": <text>}), or "error-<call>" and
+// {"error": <message>, "tool": <name>}.
+func toolResult(p event.ToolExecCompleted) (string, threadsapi.JSONObject) {
+	if p.IsError {
+		return "error-" + p.CallID, threadsapi.JSONObject{"error": jsonString(p.Result), "tool": jsonString(p.Name)}
+	}
+	if obj, ok := jsonObject([]byte(p.Result)); ok {
+		return "result-" + p.CallID, obj
+	}
+	return "result-" + p.CallID, threadsapi.JSONObject{"output": jsonString(p.Result)}
+}
+
+// jsonObject parses b when it is one JSON object. The members are
+// compacted, so that an event's data stays on one line.
+func jsonObject(b []byte) (threadsapi.JSONObject, bool) {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(compact.Bytes(), &m); err != nil || m == nil {
+		return nil, false
+	}
+	obj := make(threadsapi.JSONObject, len(m))
+	for k, v := range m {
+		obj[k] = jx.Raw(v)
+	}
+	return obj, true
+}
+
+func jsonString(s string) jx.Raw {
+	var e jx.Encoder
+	e.Str(s)
+	return jx.Raw(e.Bytes())
+}
