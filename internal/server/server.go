@@ -24,6 +24,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/protocol/agentchat"
+	"github.com/agentwire/agentwire/internal/protocol/threads"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
@@ -48,6 +49,7 @@ type Server struct {
 	root    *sandbox.Root
 	reg     *wsconn.Registry
 	chat    *agentchat.Handler
+	rest    *threads.Handler // the threads REST + SSE protocol
 	core    *core
 
 	mu        sync.Mutex
@@ -115,6 +117,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	connOpts := opts.Conn
 	connOpts.OriginPatterns = append(connOpts.OriginPatterns, "localhost:*", "127.0.0.1:*", "[::1]:*")
 	s.chat = agentchat.New(s.core, s.reg, agentchat.Options{Broadcast: cfg.AgentchatBroadcast, Conn: connOpts, Logger: log})
+	s.rest = threads.New(s.core, threads.Options{Heartbeat: opts.Heartbeat, Logger: log})
 	ok = true
 	return s, nil
 }
@@ -131,12 +134,16 @@ func (s *Server) routes(mux *http.ServeMux, proto string, root bool) {
 		if root {
 			mux.Handle("GET /{$}", s.chat)
 		}
+	case "threads":
+		mux.Handle(threads.PathThread, s.rest)
+		mux.Handle(threads.PathEvents, s.rest)
 	}
 }
 
 // served lists the protocols this build serves, with their paths.
 var served = []struct{ proto, scheme, path string }{
 	{"agentchat", "ws", "/ws"},
+	{"threads", "http", "/api/v1/threads/{threadId}"},
 }
 
 func (s *Server) handler(only string) http.Handler {
@@ -254,6 +261,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	cancel()
 	graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	s.runs.Shutdown(graceCtx)
+	cancel()
+	// The runs have written their ends: SSE streams deliver what the log
+	// holds and close, so that clients resume elsewhere or after restart.
+	sseCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := s.rest.Shutdown(sseCtx); err != nil {
+		errs = append(errs, fmt.Errorf("close event streams: %w", err))
+	}
 	cancel()
 	for _, hs := range servers {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
