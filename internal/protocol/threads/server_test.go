@@ -372,9 +372,9 @@ func TestBadRequests(t *testing.T) {
 	huge := `{"text":"` + strings.Repeat("a", threads.MaxBodyBytes) + `"}`
 	tests := []struct {
 		name, method, path, contentType, body string
-		header                                 [2]string
-		status                                 int
-		want                                   string // in the error message
+		header                                [2]string
+		status                                int
+		want                                  string // in the error message
 	}{
 		{"GET: id not a UUID", "GET", "/api/v1/threads/not-a-uuid", "", "", [2]string{}, 400, `threadId "not-a-uuid": must be a UUID`},
 		{"GET: id without hyphens", "GET", "/api/v1/threads/550e8400e29b41d4a716446655440000", "", "", [2]string{}, 400, "must be a UUID"},
