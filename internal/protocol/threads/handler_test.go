@@ -1,0 +1,526 @@
+package threads
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/thread"
+)
+
+// fakeCore is a protocol.Core whose log, failures and feeds a test sets,
+// for the paths a real server seldom takes: store failures, a feed that
+// breaks or falls behind, a run that never ends. server_test.go covers
+// the rest against the real core.
+type fakeCore struct {
+	mu         sync.Mutex
+	log        map[string][]event.Event
+	active     string
+	errs       map[string]error // by method name
+	ends       []feedEnd        // how the next feeds end, in Subscribe order
+	subscribed []int64          // the after of every Subscribe
+	feeds      []*fakeFeed
+	queue      bool // Post queues: it commits nothing
+	runs       int
+}
+
+// feedEnd makes a feed replay at most n events, then end with err.
+type feedEnd struct {
+	n   int
+	err error
+}
+
+var _ protocol.Core = (*fakeCore)(nil)
+
+func newFakeCore() *fakeCore {
+	return &fakeCore{log: map[string][]event.Event{}, errs: map[string]error{}}
+}
+
+// add commits events of run to the thread and publishes them.
+func (c *fakeCore) add(thread, run string, ps ...event.Payload) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.addLocked(thread, run, ps...)
+}
+
+func (c *fakeCore) addLocked(thread, run string, ps ...event.Payload) {
+	for _, p := range ps {
+		e := event.New(thread, run, p)
+		e.Seq = int64(len(c.log[thread]) + 1)
+		c.log[thread] = append(c.log[thread], e)
+		for _, f := range c.feeds {
+			if f.thread == thread && !f.ended {
+				f.ch <- e
+			}
+		}
+	}
+}
+
+func (c *fakeCore) fail(method string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.errs[method]
+}
+
+func (c *fakeCore) LastSeq(ctx context.Context, t string) (int64, error) {
+	if err := c.fail("LastSeq"); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return int64(len(c.log[t])), nil
+}
+
+func (c *fakeCore) Read(ctx context.Context, t string, after int64, limit int) ([]event.Event, error) {
+	return nil, errors.New("fakeCore: Read is not used")
+}
+
+func (c *fakeCore) History(ctx context.Context, t string) ([]event.Event, error) {
+	if err := c.fail("History"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []event.Event
+	for _, e := range c.log[t] {
+		if e.Type() != event.TypeMessageDelta && e.Type() != event.TypeMessageStarted {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (c *fakeCore) Subscribe(ctx context.Context, t string, after int64) (protocol.Feed, error) {
+	if err := c.fail("Subscribe"); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subscribed = append(c.subscribed, after)
+	f := &fakeFeed{c: c, thread: t, ch: make(chan event.Event, 1024)}
+	end := feedEnd{n: -1}
+	if len(c.ends) > 0 {
+		end, c.ends = c.ends[0], c.ends[1:]
+	}
+	for _, e := range c.log[t][after:] {
+		if end.n == 0 {
+			break
+		}
+		f.ch <- e
+		end.n--
+	}
+	if end.err != nil {
+		f.err, f.ended = end.err, true
+		close(f.ch)
+	}
+	c.feeds = append(c.feeds, f)
+	return f, nil
+}
+
+func (c *fakeCore) Post(ctx context.Context, t string, in runs.Input) (runs.Posted, error) {
+	if err := c.fail("Post"); err != nil {
+		return runs.Posted{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runs++
+	p := runs.Posted{Run: fmt.Sprintf("run-%d", c.runs), MessageID: event.NewID(), Queued: c.queue}
+	if !c.queue {
+		c.addLocked(t, p.Run, event.MessageUser{MessageID: p.MessageID, Text: in.Text})
+	}
+	return p, nil
+}
+
+func (c *fakeCore) Resolve(context.Context, string, agent.Command) error { return nil }
+func (c *fakeCore) Cancel(context.Context, string) error                { return nil }
+
+func (c *fakeCore) Active(string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.active
+}
+
+type fakeFeed struct {
+	c      *fakeCore
+	thread string
+	ch     chan event.Event
+	err    error
+	ended  bool // ch is closed
+}
+
+func (f *fakeFeed) Events() <-chan event.Event { return f.ch }
+
+func (f *fakeFeed) Err() error {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	return f.err
+}
+
+func (f *fakeFeed) Close() {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	if !f.ended {
+		f.ended = true
+		close(f.ch)
+	}
+}
+
+// logBuffer collects a handler's log.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// fakeServer serves a Handler over core on a real listener.
+func fakeServer(t *testing.T, core *fakeCore) (*Handler, *Client, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	h := New(core, Options{Heartbeat: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		assert.NoError(t, h.Shutdown(ctx))
+		srv.Close()
+	})
+	return h, newClient(t, srv.URL), logs
+}
+
+// TestStoreFailures: a core that fails answers 500 with a body that hides
+// the cause, which goes to the log; a core that is stopping answers 503.
+func TestStoreFailures(t *testing.T) {
+	cause := errors.New("disk on fire")
+	tests := []struct {
+		name   string
+		method string // the failing Core method
+		err    error
+		call   func(c *Client, id uuid.UUID) error
+		status int
+		seed   event.Payload // the thread's one event; default a user message
+	}{
+		{"history", "History", cause, history, 500, nil},
+		// No conversation events: GET asks LastSeq whether the thread exists.
+		{"history of a thread without messages", "LastSeq", cause, history, 500, event.MessageDelta{MessageID: "a", Text: "x"}},
+		{"post: last seq", "LastSeq", cause, send, 500, nil},
+		{"post: subscribe", "Subscribe", cause, send, 500, nil},
+		{"post: post", "Post", cause, send, 500, nil},
+		{"post: shutting down", "Post", runs.ErrShuttingDown, send, 503, nil},
+		{"events: last seq", "LastSeq", cause, resume, 500, nil},
+		{"events: subscribe", "Subscribe", cause, resume, 500, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			core := newFakeCore()
+			id := uuid.New()
+			if tt.seed == nil {
+				tt.seed = event.MessageUser{MessageID: "m0", Text: "hi"}
+			}
+			core.add(id.String(), "r0", tt.seed)
+			core.errs[tt.method] = tt.err
+			_, c, logs := fakeServer(t, core)
+			err := tt.call(c, id)
+			var apiErr *APIError
+			require.ErrorAs(t, err, &apiErr)
+			assert.Equal(t, tt.status, apiErr.StatusCode)
+			assert.NotContains(t, apiErr.Message, "disk")
+			if tt.status == 500 {
+				assert.Equal(t, "internal server error", apiErr.Message)
+				assert.Contains(t, logs.String(), "disk on fire")
+			}
+		})
+	}
+}
+
+func history(c *Client, id uuid.UUID) error {
+	_, err := c.History(context.Background(), id)
+	return err
+}
+
+func send(c *Client, id uuid.UUID) error {
+	s, err := c.SendMessage(context.Background(), id, "hello")
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
+
+func resume(c *Client, id uuid.UUID) error {
+	s, err := c.Resume(context.Background(), id, "")
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
+
+// TestFeedFailureSendsError: a subscription that breaks ends the stream
+// with an error event whose id is the last event sent, to resume from.
+func TestFeedFailureSendsError(t *testing.T) {
+	core := newFakeCore()
+	id := uuid.New()
+	core.add(id.String(), "r1", event.MessageUser{MessageID: "u1", Text: "hi"}, event.MessageDelta{MessageID: "a1", Text: "Hel"})
+	core.active = "r1"
+	core.ends = []feedEnd{{n: -1, err: errors.New("bus broke")}}
+	_, c, logs := fakeServer(t, core)
+
+	s, err := c.Resume(t.Context(), id, "")
+	require.NoError(t, err)
+	defer s.Close()
+	got := readStream(t, s)
+	require.Len(t, got, 2)
+	assert.Equal(t, Event{ID: "2", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "Hel"}}, got[0])
+	assert.Equal(t, "2", got[1].ID)
+	assert.Equal(t, EventError, got[1].Name)
+	assert.Contains(t, got[1].Error.Error, "resume")
+	assert.Contains(t, logs.String(), "bus broke")
+}
+
+// TestSlowConsumerResubscribes: a feed that ends because the stream fell
+// behind is replaced by one after the last event delivered; the client
+// sees no gap and no duplicate.
+func TestSlowConsumerResubscribes(t *testing.T) {
+	core := newFakeCore()
+	id := uuid.New()
+	core.add(id.String(), "r1",
+		event.MessageUser{MessageID: "u1", Text: "hi"},
+		event.MessageDelta{MessageID: "a1", Text: "a"},
+		event.MessageDelta{MessageID: "a1", Text: "b"},
+		event.MessageCompleted{MessageID: "a1", Role: event.RoleAssistant, Text: "ab"},
+		event.RunCompleted{Reason: "final_answer", Reply: "ab"})
+	core.ends = []feedEnd{{n: 2, err: fmt.Errorf("queue full: %w", thread.ErrSlowConsumer)}}
+	_, c, _ := fakeServer(t, core)
+
+	s, err := c.Resume(t.Context(), id, "")
+	require.NoError(t, err)
+	defer s.Close()
+	got := readStream(t, s)
+	var ids, names []string
+	for _, e := range got {
+		ids, names = append(ids, e.ID), append(names, e.Name)
+	}
+	assert.Equal(t, []string{"2", "3", "5"}, ids)
+	assert.Equal(t, []string{EventAgentText, EventAgentText, EventDone}, names)
+	core.mu.Lock()
+	defer core.mu.Unlock()
+	assert.Equal(t, []int64{0, 2}, core.subscribed)
+}
+
+// TestQuietThread: a stream that has delivered everything while no run is
+// active ends, since nothing more will come: the resume stream with done
+// (a run a crash interrupted has no end of its own), the POST stream with
+// an error saying what became of its run.
+func TestQuietThread(t *testing.T) {
+	t.Run("resume after an interrupted run", func(t *testing.T) {
+		core := newFakeCore()
+		id := uuid.New()
+		core.add(id.String(), "r1",
+			event.MessageUser{MessageID: "u1", Text: "hi"},
+			event.MessageStarted{MessageID: "a1", Role: event.RoleAssistant},
+			event.MessageDelta{MessageID: "a1", Text: "half"})
+		_, c, _ := fakeServer(t, core)
+		s, err := c.Resume(t.Context(), id, "")
+		require.NoError(t, err)
+		defer s.Close()
+		got := readStream(t, s)
+		require.Len(t, got, 2)
+		assert.Equal(t, "half", got[0].AgentText.Chunk)
+		assert.Equal(t, Event{ID: "3", Name: EventDone, Done: &threadsapi.DoneEvent{}}, got[1])
+	})
+	t.Run("post: a run without an end", func(t *testing.T) {
+		core := newFakeCore()
+		_, c, _ := fakeServer(t, core)
+		s, err := c.SendMessage(t.Context(), uuid.New(), "hello")
+		require.NoError(t, err)
+		defer s.Close()
+		got := readStream(t, s)
+		require.Len(t, got, 1)
+		assert.Equal(t, "1", got[0].ID)
+		assert.Contains(t, got[0].Error.Error, "without an end")
+	})
+	t.Run("post: a queued message that was dropped", func(t *testing.T) {
+		core := newFakeCore()
+		id := uuid.New()
+		core.add(id.String(), "r0", event.MessageUser{MessageID: "u0", Text: "first"}, event.RunCancelled{})
+		core.queue = true
+		_, c, _ := fakeServer(t, core)
+		s, err := c.SendMessage(t.Context(), id, "second")
+		require.NoError(t, err)
+		defer s.Close()
+		got := readStream(t, s)
+		require.Len(t, got, 1)
+		assert.Equal(t, "2", got[0].ID)
+		assert.Contains(t, got[0].Error.Error, "dropped")
+	})
+}
+
+// TestShutdownDrainsStreams: at shutdown a stream sends what the log holds
+// and closes without done, so its client resumes; new streams get 503.
+func TestShutdownDrainsStreams(t *testing.T) {
+	core := newFakeCore()
+	id := uuid.New()
+	core.add(id.String(), "r1", event.MessageUser{MessageID: "u1", Text: "hi"}, event.MessageDelta{MessageID: "a1", Text: "a"})
+	core.active = "r1"
+	h, c, _ := fakeServer(t, core)
+
+	s, err := c.Resume(t.Context(), id, "")
+	require.NoError(t, err)
+	defer s.Close()
+	e, err := s.Next(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "a", e.AgentText.Chunk)
+
+	core.add(id.String(), "r1", event.MessageDelta{MessageID: "a1", Text: "b"})
+	require.NoError(t, h.Shutdown(t.Context()))
+	rest := readStream(t, s)
+	require.Len(t, rest, 1, "the stream delivers what was committed before it closes")
+	assert.Equal(t, Event{ID: "3", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "b"}}, rest[0])
+
+	_, err = c.Resume(t.Context(), id, "3")
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+}
+
+// TestProject covers the mapping of canonical events that the scripted
+// runs in server_test.go do not produce.
+func TestProject(t *testing.T) {
+	id := uuid.New()
+	p := newProjector(id)
+	ev := func(seq int64, pl event.Payload) event.Event {
+		return event.Event{Thread: id.String(), Seq: seq, ID: fmt.Sprint("e", seq), Time: time.Now(), Payload: pl}
+	}
+	type out struct {
+		e       Event
+		ok, end bool
+	}
+	project := func(e event.Event) out {
+		o, ok, end := p.project(e)
+		return out{o, ok, end}
+	}
+	none := out{}
+
+	// An explanation of a pending call is shown to people where it was
+	// asked for, not as this protocol's agent text.
+	assert.Equal(t, none, project(ev(1, event.MessageStarted{MessageID: "x", Role: event.RoleAssistant, Purpose: event.PurposeExplanation})))
+	assert.Equal(t, none, project(ev(2, event.MessageDelta{MessageID: "x", Text: "because"})))
+	assert.Equal(t, none, project(ev(3, event.MessageCompleted{MessageID: "x", Role: event.RoleAssistant, Text: "because", Purpose: event.PurposeExplanation})))
+	assert.Empty(t, p.explanations)
+	// A system message's text is agent text.
+	assert.Equal(t, out{Event{ID: "5", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "s", Chunk: "Not run"}}, true, false},
+		project(ev(5, event.MessageDelta{MessageID: "s", Text: "Not run"})))
+	assert.Equal(t, none, project(ev(6, event.ReasoningDelta{ReasoningID: "r", Text: "hmm"})))
+	assert.Equal(t, none, project(ev(7, event.ToolApprovalRequested{CallID: "c", Name: "bash"})))
+
+	// Pretty-printed JSON stays on one data line.
+	o := project(ev(8, event.ToolCallCompleted{CallID: "c", Name: "write_file", Arguments: json.RawMessage("{\n  \"path\": \"a\",\n  \"n\": [1,\n 2]\n}")}))
+	raw, err := o.e.Encode()
+	require.NoError(t, err)
+	assert.NotContains(t, raw.Data, "\n")
+	assert.JSONEq(t, `{"tool_call_id":"c","tool_name":"write_file","arguments":{"path":"a","n":[1,2]}}`, raw.Data)
+	o = project(ev(9, event.ToolExecCompleted{CallID: "c", Name: "write_file", Result: "{\n \"ok\": true\n}"}))
+	raw, err = o.e.Encode()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"tool_result_id":"result-c","tool_call_id":"c","result":{"ok":true}}`, raw.Data)
+
+	assert.Equal(t, out{errorEvent(10, "The run was stopped: a tool call was denied."), true, true}, project(ev(10, event.RunCancelled{Reason: event.CodeDenied})))
+	assert.Equal(t, out{errorEvent(11, "The run was cancelled."), true, true}, project(ev(11, event.RunCancelled{Reason: "cancelled"})))
+	assert.Equal(t, out{errorEvent(12, "The run failed."), true, true}, project(ev(12, event.RunFailed{Code: event.CodeInternal})))
+	assert.Equal(t, out{doneEvent(13), true, true}, project(ev(13, event.RunCompleted{Reason: "final_answer"})))
+}
+
+func TestToolArguments(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"a":1}`, `{"a":1}`},
+		{``, `{}`},
+		{`  `, `{}`},
+		{`null`, `{"value":null}`},
+		{`[1, 2]`, `{"value":[1,2]}`},
+		{`"text"`, `{"value":"text"}`},
+		{`{"a":`, `{"value":"{\"a\":"}`},
+	}
+	for _, tt := range tests {
+		b, err := json.Marshal(toolArguments(json.RawMessage(tt.in)))
+		require.NoError(t, err)
+		assert.JSONEq(t, tt.want, string(b), "toolArguments(%q)", tt.in)
+	}
+}
+
+// TestProjectHistory covers what the history leaves out.
+func TestProjectHistory(t *testing.T) {
+	at := time.Date(2024, 1, 15, 10, 30, 0, 0, time.FixedZone("CET", 3600))
+	ev := func(id string, pl event.Payload) event.Event {
+		return event.Event{ID: id, Time: at, Payload: pl}
+	}
+	msgs := projectHistory([]event.Event{
+		ev("1", event.RunStarted{}),
+		ev("2", event.MessageUser{MessageID: "u", Text: "hi"}),
+		ev("3", event.ReasoningCompleted{ReasoningID: "r", Text: "thinking"}),
+		ev("4", event.MessageCompleted{MessageID: "x", Role: event.RoleAssistant, Text: "because", Purpose: event.PurposeExplanation}),
+		ev("5", event.MessageCompleted{MessageID: "empty", Role: event.RoleAssistant}),
+		ev("6", event.MessageCompleted{MessageID: "s", Role: event.RoleSystem, Text: "Not run"}),
+		ev("7", event.ToolApprovalRequested{CallID: "c", Name: "bash"}),
+		ev("8", event.RunCompleted{}),
+	})
+	require.Len(t, msgs, 2)
+	assert.Equal(t, "u", msgs[0].MessageID)
+	assert.Equal(t, "s", msgs[1].MessageID)
+	assert.Equal(t, threadsapi.MessageMessageTypeAgent, msgs[1].MessageType)
+	assert.Equal(t, "Not run", msgs[1].Content.AgentContent.Text)
+	assert.Equal(t, time.UTC, msgs[0].Timestamp.Location())
+	assert.True(t, at.Equal(msgs[0].Timestamp))
+	assert.NotNil(t, projectHistory(nil), "an empty history is [], not null")
+}
+
+// TestNotFoundBeforeAnyEvent: a thread with no events is unknown to GET and
+// to the resume stream, and HEAD answers like GET.
+func TestNotFoundBeforeAnyEvent(t *testing.T) {
+	core := newFakeCore()
+	_, c, _ := fakeServer(t, core)
+	id := uuid.New()
+	for _, call := range []func(*Client, uuid.UUID) error{history, resume} {
+		var apiErr *APIError
+		require.ErrorAs(t, call(c, id), &apiErr)
+		assert.Equal(t, http.StatusNotFound, apiErr.StatusCode)
+		assert.Equal(t, "thread not found", apiErr.Message)
+	}
+
+	core.add(id.String(), "r1", event.MessageUser{MessageID: "u1", Text: "hi"})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodHead, c.threadURL(id, ""), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Empty(t, body)
+}
