@@ -186,6 +186,8 @@ type Invoker interface {
 	//
 	// Returns the thread's conversation history, a projection of the thread's event log rebuilt on every
 	// call. Streaming deltas are not part of the history: each agent message appears once, complete.
+	// Notices the server gives in the agent's voice (for example why a tool call was not run) are agent
+	// messages too. A thread exists once anything has been stored for it; before that GET answers 404.
 	//
 	// GET /api/v1/threads/{threadId}
 	GetThread(ctx context.Context, params GetThreadParams) (GetThreadRes, error)
@@ -193,8 +195,14 @@ type Invoker interface {
 	//
 	// Appends the user's message to the thread (creating the thread when it does not exist yet), runs the
 	// agent, and streams what it does as Server-Sent Events until the run ends. The stream ends after one
-	// `done` event (the run completed) or one `error` event (the run or the stream failed); the server
-	// then closes the response.
+	// `done` event (the run completed) or one `error` event (the run failed or was cancelled, or the
+	// stream failed); the server then closes the response.
+	//
+	// The stream shows the events of the run this message starts and of no other. A thread runs one run at
+	// a time: a message posted while another run of the thread (started over this or another protocol) is
+	// going waits for it to end, the stream sending only heartbeats meanwhile; if its turn never comes
+	// (the run before it was cancelled) the stream ends with `error`. When the server shuts down it closes
+	// streams without `done` or `error`: clients resume them.
 	//
 	// Clients must not retry a POST to recover an interrupted stream: that would send the message again.
 	// They resume with `GET /api/v1/threads/{threadId}/events` and the `id` of the last event they
@@ -203,7 +211,8 @@ type Invoker interface {
 	// A request is rejected with 400 before anything is streamed when the path is not a UUID, the
 	// Content-Type is not `application/json`, the body is not a JSON object matching `SendMessageRequest`,
 	// or the body exceeds 1 MiB (the prose document names no 413). Unknown members of the body are
-	// ignored, as the original server (serde) ignored them.
+	// ignored, as the original server (serde) ignored them. A server that is shutting down answers 503
+	// without posting the message.
 	//
 	// POST /api/v1/threads/{threadId}
 	SendMessage(ctx context.Context, request *SendMessageRequest, params SendMessageParams) (SendMessageRes, error)
@@ -212,11 +221,19 @@ type Invoker interface {
 	// Not in the prose document; added by agentwire so that a client whose stream was interrupted can
 	// continue where it stopped. The server replays the thread's events after `Last-Event-ID` (from the
 	// start of the thread when the header is absent), then streams new events live, with no gap and no
-	// duplicate between the two.
+	// duplicate between the two. It shows the events of every run of the thread, whichever protocol
+	// started it.
 	//
-	// Unlike the POST stream, this stream does not end at `done` or `error`: it follows the thread across
-	// runs until the client disconnects. When the server closes it (for example at shutdown), clients
-	// reconnect with the `id` of the last event they received, as an EventSource does on its own.
+	// Like the POST stream, it ends after the first `done` or `error` it sends: a client that resumes an
+	// interrupted POST stream receives what it missed and then the rest of the run, until the run ends.
+	// When the server has sent every event of the thread and no run is going, nothing more will come, so
+	// the stream sends `done` at once (with the `id` of the thread's last event): resuming after a run's
+	// end, or after a run a server crash interrupted, answers `done`. To follow the next run, resume again
+	// from the last `id` received.
+	//
+	// When the server closes the stream without `done` or `error` (for example at shutdown, after sending
+	// every event stored so far), the run is not over: clients reconnect with the `id` of the last event
+	// they received, as an EventSource does on its own.
 	//
 	// GET /api/v1/threads/{threadId}/events
 	StreamEvents(ctx context.Context, params StreamEventsParams) (StreamEventsRes, error)
@@ -265,6 +282,8 @@ func (c *Client) requestURL(ctx context.Context) *url.URL {
 //
 // Returns the thread's conversation history, a projection of the thread's event log rebuilt on every
 // call. Streaming deltas are not part of the history: each agent message appears once, complete.
+// Notices the server gives in the agent's voice (for example why a tool call was not run) are agent
+// messages too. A thread exists once anything has been stored for it; before that GET answers 404.
 //
 // GET /api/v1/threads/{threadId}
 func (c *Client) GetThread(ctx context.Context, params GetThreadParams) (GetThreadRes, error) {
@@ -327,8 +346,14 @@ func (c *Client) sendGetThread(ctx context.Context, params GetThreadParams) (res
 //
 // Appends the user's message to the thread (creating the thread when it does not exist yet), runs the
 // agent, and streams what it does as Server-Sent Events until the run ends. The stream ends after one
-// `done` event (the run completed) or one `error` event (the run or the stream failed); the server
-// then closes the response.
+// `done` event (the run completed) or one `error` event (the run failed or was cancelled, or the
+// stream failed); the server then closes the response.
+//
+// The stream shows the events of the run this message starts and of no other. A thread runs one run at
+// a time: a message posted while another run of the thread (started over this or another protocol) is
+// going waits for it to end, the stream sending only heartbeats meanwhile; if its turn never comes
+// (the run before it was cancelled) the stream ends with `error`. When the server shuts down it closes
+// streams without `done` or `error`: clients resume them.
 //
 // Clients must not retry a POST to recover an interrupted stream: that would send the message again.
 // They resume with `GET /api/v1/threads/{threadId}/events` and the `id` of the last event they
@@ -337,7 +362,8 @@ func (c *Client) sendGetThread(ctx context.Context, params GetThreadParams) (res
 // A request is rejected with 400 before anything is streamed when the path is not a UUID, the
 // Content-Type is not `application/json`, the body is not a JSON object matching `SendMessageRequest`,
 // or the body exceeds 1 MiB (the prose document names no 413). Unknown members of the body are
-// ignored, as the original server (serde) ignored them.
+// ignored, as the original server (serde) ignored them. A server that is shutting down answers 503
+// without posting the message.
 //
 // POST /api/v1/threads/{threadId}
 func (c *Client) SendMessage(ctx context.Context, request *SendMessageRequest, params SendMessageParams) (SendMessageRes, error) {
@@ -472,11 +498,19 @@ func (c *Client) sendSendMessage(ctx context.Context, request *SendMessageReques
 // Not in the prose document; added by agentwire so that a client whose stream was interrupted can
 // continue where it stopped. The server replays the thread's events after `Last-Event-ID` (from the
 // start of the thread when the header is absent), then streams new events live, with no gap and no
-// duplicate between the two.
+// duplicate between the two. It shows the events of every run of the thread, whichever protocol
+// started it.
 //
-// Unlike the POST stream, this stream does not end at `done` or `error`: it follows the thread across
-// runs until the client disconnects. When the server closes it (for example at shutdown), clients
-// reconnect with the `id` of the last event they received, as an EventSource does on its own.
+// Like the POST stream, it ends after the first `done` or `error` it sends: a client that resumes an
+// interrupted POST stream receives what it missed and then the rest of the run, until the run ends.
+// When the server has sent every event of the thread and no run is going, nothing more will come, so
+// the stream sends `done` at once (with the `id` of the thread's last event): resuming after a run's
+// end, or after a run a server crash interrupted, answers `done`. To follow the next run, resume again
+// from the last `id` received.
+//
+// When the server closes the stream without `done` or `error` (for example at shutdown, after sending
+// every event stored so far), the run is not over: clients reconnect with the `id` of the last event
+// they received, as an EventSource does on its own.
 //
 // GET /api/v1/threads/{threadId}/events
 func (c *Client) StreamEvents(ctx context.Context, params StreamEventsParams) (StreamEventsRes, error) {

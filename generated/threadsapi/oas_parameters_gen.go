@@ -8,24 +8,31 @@ import (
 
 // GetThreadParams is parameters of getThread operation.
 type GetThreadParams struct {
-	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
-	// rejected with 400.
+	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case; both name the same
+	// thread, whose id is the lower-case form). Anything else is rejected with 400. The thread is the one
+	// the other protocols name with the same id: agentwire's agentchat `session_id`, for example, so a
+	// conversation can go on over either.
 	ThreadID uuid.UUID
 }
 
 // SendMessageParams is parameters of sendMessage operation.
 type SendMessageParams struct {
-	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
-	// rejected with 400.
+	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case; both name the same
+	// thread, whose id is the lower-case form). Anything else is rejected with 400. The thread is the one
+	// the other protocols name with the same id: agentwire's agentchat `session_id`, for example, so a
+	// conversation can go on over either.
 	ThreadID uuid.UUID
 }
 
 // StreamEventsParams is parameters of streamEvents operation.
 type StreamEventsParams struct {
 	// The `id` of the last event the client received: a thread event sequence number in decimal. Events
-	// with a greater sequence number follow. A value that is not a decimal number is rejected with 400.
+	// with a greater sequence number follow. A value that is not a decimal number, or one past the
+	// thread's last event, is rejected with 400.
 	LastEventID OptString `json:",omitempty,omitzero"`
-	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case). Anything else is
-	// rejected with 400.
+	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case; both name the same
+	// thread, whose id is the lower-case form). Anything else is rejected with 400. The thread is the one
+	// the other protocols name with the same id: agentwire's agentchat `session_id`, for example, so a
+	// conversation can go on over either.
 	ThreadID uuid.UUID
 }

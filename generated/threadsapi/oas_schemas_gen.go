@@ -303,7 +303,9 @@ func (s *JSONObject) init() JSONObject {
 // Ref: #/components/schemas/Message
 type Message struct {
 	// The message's id, unique within the thread. Agent text streamed as `agent_text` events carries the
-	// same id as the history's agent message.
+	// same id as the history's agent message. agentwire's ids are ULIDs: a user or agent message has the
+	// id of the message, a `tool_call` or `tool_result` message the id of the stored event it comes from
+	// (its tool call is named by `tool_call_id`).
 	MessageID   string             `json:"message_id"`
 	MessageType MessageMessageType `json:"message_type"`
 	// When the message was stored: an RFC 3339 date-time. Servers send UTC with a `Z` suffix and as many
@@ -891,13 +893,45 @@ func (s *SendMessageRequest) SetText(val string) {
 	s.Text = val
 }
 
+// ShuttingDownHeaders wraps Error with response headers.
+type ShuttingDownHeaders struct {
+	RetryAfter OptInt
+	Response   Error
+}
+
+// GetRetryAfter returns the value of RetryAfter.
+func (s *ShuttingDownHeaders) GetRetryAfter() OptInt {
+	return s.RetryAfter
+}
+
+// GetResponse returns the value of Response.
+func (s *ShuttingDownHeaders) GetResponse() Error {
+	return s.Response
+}
+
+// SetRetryAfter sets the value of RetryAfter.
+func (s *ShuttingDownHeaders) SetRetryAfter(val OptInt) {
+	s.RetryAfter = val
+}
+
+// SetResponse sets the value of Response.
+func (s *ShuttingDownHeaders) SetResponse(val Error) {
+	s.Response = val
+}
+
+func (*ShuttingDownHeaders) initSSEStream(sseConnectFunc, sseClientConfig) {}
+func (*ShuttingDownHeaders) sendMessageRes()                               {}
+func (*ShuttingDownHeaders) streamEventsRes()                              {}
+
 // One Server-Sent Event of a thread stream: the SSE `event:` field names it and its `data:` field
 // holds one line of JSON, the event's data schema. The stream's media type is `text/event-stream`,
 // encoded as UTF-8.
 //
 //   - `id`: the thread's event sequence number (decimal) of the log event the SSE event was projected
 //     from. Ids increase along a stream; consecutive SSE events projected from the same log event share
-//     one id. Resuming with that id as `Last-Event-ID` continues after it.
+//     one id. Resuming with that id as `Last-Event-ID` continues after it. A `done` or `error` the
+//     server sends on its own account (the thread is quiet, the stream failed) carries the id of the
+//     last log event the stream had reached, so resuming from it loses nothing.
 //   - `retry`: not sent by agentwire; clients honour it as the SSE standard says.
 //   - Comments (lines starting with `:`, for example `: ping`) may appear between events at any time
 //     and carry no meaning.
