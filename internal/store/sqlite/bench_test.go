@@ -137,7 +137,7 @@ func BenchmarkReplay(b *testing.B) {
 		b.Fatalf("big log thread has %d events (%v)", last, err)
 	}
 	db := rawDB(b, filepath.Join(dir, sqlite.FileName), "FULL")
-	storetest.BenchReplay(b, s, storetest.BigThread(42), func(ctx context.Context, thread string, limit int) (int, error) {
+	storetest.BenchReplay(b, s, storetest.BigThread(42), func(ctx context.Context, thread string, limit int, row func(string, []byte) error) (int, error) {
 		rows, err := db.QueryContext(ctx, `SELECT seq, id, run, type, time, data FROM events
 			WHERE thread = ? AND seq > 0 ORDER BY seq LIMIT ?`, thread, limit)
 		if err != nil {
@@ -152,6 +152,9 @@ func BenchmarkReplay(b *testing.B) {
 		)
 		for rows.Next() {
 			if err := rows.Scan(&seq, &id, &run, &typ, &us, &data); err != nil {
+				return 0, err
+			}
+			if err := row(typ, data); err != nil {
 				return 0, err
 			}
 			n++

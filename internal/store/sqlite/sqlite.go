@@ -291,7 +291,7 @@ func (s *Store) query(ctx context.Context, thread, query string, args ...any) ([
 	}
 	defer rows.Close()
 	var (
-		out  []event.Event
+		out  = make([]event.Event, 0, 64)
 		typ  string
 		us   int64
 		data sql.RawBytes // decoded before the next row reuses it
