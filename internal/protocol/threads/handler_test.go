@@ -408,6 +408,16 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	var apiErr *APIError
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
+
+	// The document's 503, as the generated client reads it.
+	api, err := threadsapi.NewClient(c.base.String())
+	require.NoError(t, err)
+	res, err := api.SendMessage(t.Context(), &threadsapi.SendMessageRequest{Text: "hi"}, threadsapi.SendMessageParams{ThreadID: id})
+	require.NoError(t, err)
+	unavailable, ok := res.(*threadsapi.ShuttingDownHeaders)
+	require.True(t, ok, "SendMessage = %T, want *ShuttingDownHeaders", res)
+	assert.Equal(t, threadsapi.NewOptInt(1), unavailable.RetryAfter)
+	assert.Contains(t, unavailable.Response.Error, "shutting down")
 }
 
 // TestProject covers the mapping of canonical events that the scripted

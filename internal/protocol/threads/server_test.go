@@ -445,6 +445,25 @@ func TestUpperCaseThreadID(t *testing.T) {
 	assert.Equal(t, "echo upper", msgs[0].Content.UserContent.Text)
 }
 
+// TestOwnListener: --listen threads=addr serves the protocol on its own
+// address too, over the same threads.
+func TestOwnListener(t *testing.T) {
+	h := start(t, testConfig(t, "--listen", "threads=127.0.0.1:0"), server.Options{})
+	own := h.srv.Addr("threads")
+	require.NotEmpty(t, own)
+	require.NotEqual(t, h.srv.Addr("main"), own)
+	assert.Contains(t, h.srv.Banner(), "http://"+h.srv.Addr("main")+"/api/v1/threads/{threadId}")
+
+	c, err := threads.NewClient("http://"+own, nil)
+	require.NoError(t, err)
+	thread := uuid.New()
+	s, err := c.SendMessage(t.Context(), thread, "echo own")
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, "agent_text done", shape(readAll(t, s)))
+	assert.Len(t, h.history(thread), 2, "the main listener serves the same thread")
+}
+
 // TestToolResults covers the result conventions: a tool output that is a
 // JSON object is the result itself; failures are error-<id> with
 // {"error", "tool"}; arguments that are not an object are wrapped.
