@@ -1,7 +1,9 @@
 // Package threads is agentwire's adapter for the REST + Server-Sent Events
-// "threads" protocol (schemas/openapi/threads.yaml): the decoders and the
-// encoder of its wire messages, built on the types ogen generates in
-// generated/threadsapi, and a typed client for its streams.
+// "threads" protocol (schemas/openapi/threads.yaml): the server (Handler),
+// which projects a thread's canonical events onto the protocol's history
+// and streams, the decoders and the encoder of its wire messages, built on
+// the types ogen generates in generated/threadsapi, and a typed client for
+// its streams.
 package threads
 
 import (
