@@ -150,7 +150,7 @@ func (c *fakeCore) Post(ctx context.Context, t string, in runs.Input) (runs.Post
 }
 
 func (c *fakeCore) Resolve(context.Context, string, agent.Command) error { return nil }
-func (c *fakeCore) Cancel(context.Context, string) error                { return nil }
+func (c *fakeCore) Cancel(context.Context, string) error                 { return nil }
 
 func (c *fakeCore) Active(string) string {
 	c.mu.Lock()
