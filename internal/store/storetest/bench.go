@@ -50,65 +50,74 @@ func BenchPayload() event.Payload {
 	return p
 }
 
+// appendRounds is how many alternating store and raw phases BenchAppend
+// runs, so load from elsewhere on the machine lands on both sides alike.
+const appendRounds = 10
+
 // BenchAppend measures committed events per second with BenchThreads
-// threads appending one event at a time concurrently, then inserts the same
+// threads appending one event at a time concurrently, and inserts the same
 // number of rows with insertRaw, RawBatch rows per call (one transaction),
-// into a plain table of the same shape. It reports events/s of both, the
-// ratio store/raw ("x-raw", higher is better, goal >= 0.8) and the append
-// latency p50 and p99 under that load.
+// into a plain table of the same shape; the two alternate in appendRounds
+// rounds. It reports events/s of both, the ratio store/raw ("x-raw", higher
+// is better, goal >= 0.8) and the append latency p50 and p99 under that
+// load.
 func BenchAppend(b *testing.B, l store.Log, insertRaw func(ctx context.Context, rows []Row) error) {
 	ctx := b.Context()
 	payload := BenchPayload()
-	perThread := max(1, (b.N+BenchThreads-1)/BenchThreads)
-	n := perThread * BenchThreads
-	run := event.NewID() // threads are new in every call of the benchmark
-	lat := make([][]time.Duration, BenchThreads)
-	errs := make(chan error, BenchThreads)
-
-	b.ResetTimer()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range BenchThreads {
-		thread := fmt.Sprintf("bench-%s-%03d", run, w)
-		lat[w] = make([]time.Duration, 0, perThread)
-		wg.Go(func() {
-			for range perThread {
-				t0 := time.Now()
-				if _, err := l.Append(ctx, thread, event.Event{Run: run, Payload: payload}); err != nil {
-					errs <- err
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	storeTime := time.Since(start)
-	b.StopTimer()
-	close(errs)
-	if err := <-errs; err != nil {
-		b.Fatal(err)
-	}
-
 	data, err := event.EncodePayload(payload)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rows := make([]Row, 0, n)
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	for s := range perThread {
+	rounds := min(appendRounds, max(1, b.N/BenchThreads))
+	perRound := max(1, b.N/(BenchThreads*rounds)) // appends per thread per round
+	n := perRound * BenchThreads * rounds
+	run := event.NewID() // threads are new in every call of the benchmark
+	lat := make([][]time.Duration, BenchThreads)
+	var storeTime, rawTime time.Duration
+
+	b.ResetTimer()
+	for round := range rounds {
+		b.StartTimer()
+		start := time.Now()
+		errs := make(chan error, BenchThreads)
+		var wg sync.WaitGroup
 		for w := range BenchThreads {
-			rows = append(rows, Row{Thread: fmt.Sprintf("raw-%s-%03d", run, w), Seq: int64(s + 1),
-				ID: event.NewID(), Run: run, Type: string(payload.EventType()), Time: now, Data: data})
+			thread := fmt.Sprintf("bench-%s-%03d", run, w)
+			wg.Go(func() {
+				for range perRound {
+					t0 := time.Now()
+					if _, err := l.Append(ctx, thread, event.Event{Run: run, Payload: payload}); err != nil {
+						errs <- err
+						return
+					}
+					lat[w] = append(lat[w], time.Since(t0))
+				}
+			})
 		}
-	}
-	start = time.Now()
-	for batch := range slices.Chunk(rows, RawBatch) {
-		if err := insertRaw(ctx, batch); err != nil {
+		wg.Wait()
+		storeTime += time.Since(start)
+		b.StopTimer()
+		close(errs)
+		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}
+
+		rows := make([]Row, 0, perRound*BenchThreads)
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		for s := range perRound {
+			for w := range BenchThreads {
+				rows = append(rows, Row{Thread: fmt.Sprintf("raw-%s-%03d", run, w), Seq: int64(round*perRound + s + 1),
+					ID: event.NewID(), Run: run, Type: string(payload.EventType()), Time: now, Data: data})
+			}
+		}
+		start = time.Now()
+		for batch := range slices.Chunk(rows, RawBatch) {
+			if err := insertRaw(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rawTime += time.Since(start)
 	}
-	rawTime := time.Since(start)
 
 	all := slices.Concat(lat...)
 	slices.Sort(all)
