@@ -78,12 +78,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}()
 
 	var err error
-	if cfg.DatabaseURL != "" {
-		s.store, err = postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: log})
-	} else {
-		s.store, err = sqlite.Open(ctx, sqlite.Options{Dir: cfg.DataDir, Logger: log})
-	}
-	if err != nil {
+	if s.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
 	s.bus = local.New()
@@ -120,6 +115,24 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	s.rest = threads.New(s.core, threads.Options{Heartbeat: opts.Heartbeat, Logger: log})
 	ok = true
 	return s, nil
+}
+
+// openStore opens the thread store the configuration names. On failure
+// the store is a nil interface, never a nil pointer in one, so that the
+// cleanup in New skips it.
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Log, error) {
+	if cfg.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	st, err := sqlite.Open(ctx, sqlite.Options{Dir: cfg.DataDir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 const systemPrompt = `You are the assistant of agentwire, working in a folder of files the user shares with you.
