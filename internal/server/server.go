@@ -254,6 +254,10 @@ func (s *Server) storeDesc() string {
 	return "SQLite under " + s.cfg.DataDir
 }
 
+// socketCloseTimeout bounds the wait for WebSockets to close on shutdown:
+// coder/websocket gives a peer 5 s to answer a close frame.
+const socketCloseTimeout = 6 * time.Second
+
 // Shutdown stops the server: listeners stop accepting, WebSockets are
 // closed with "going away", running turns get until the grace period ends
 // (or ctx is done) to finish and are then cancelled, and the store is
@@ -263,15 +267,28 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	servers := s.servers
 	s.mu.Unlock()
 	var errs []error
-	// Stop accepting; SSE streams end as their handlers see the context.
+	// Stop accepting at once: http.Server.Shutdown closes the listeners
+	// first, then waits for the requests in flight (event streams), which
+	// end below.
+	httpCtx, stopHTTP := context.WithCancel(ctx)
+	defer stopHTTP()
+	var httpWG sync.WaitGroup
 	for _, hs := range servers {
-		hs.SetKeepAlivesEnabled(false)
+		httpWG.Go(func() {
+			if err := hs.Shutdown(httpCtx); err != nil {
+				hs.Close()
+			}
+		})
 	}
-	wsCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	if err := s.reg.Shutdown(wsCtx); err != nil {
-		errs = append(errs, fmt.Errorf("close sockets: %w", err))
-	}
-	cancel()
+	// Close every WebSocket with "going away" now; the close handshakes go
+	// on while the runs finish. A client that never answers is cut off when
+	// its handshake times out: not a failure of the shutdown.
+	sockets := make(chan error, 1)
+	go func() {
+		wsCtx, cancel := context.WithTimeout(ctx, socketCloseTimeout)
+		defer cancel()
+		sockets <- s.reg.Shutdown(wsCtx)
+	}()
 	graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	s.runs.Shutdown(graceCtx)
 	cancel()
@@ -282,13 +299,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("close event streams: %w", err))
 	}
 	cancel()
-	for _, hs := range servers {
-		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := hs.Shutdown(sctx); err != nil {
-			hs.Close()
-		}
-		cancel()
+	if err := <-sockets; err != nil {
+		s.log.Warn("WebSockets still closing at shutdown", "open", s.reg.Len(), "err", err)
 	}
+	// Requests still in flight get a last moment, then are cut.
+	cut := time.AfterFunc(5*time.Second, stopHTTP)
+	httpWG.Wait()
+	cut.Stop()
 	s.wg.Wait()
 	errs = append(errs, s.closeCore())
 	return errors.Join(errs...)
