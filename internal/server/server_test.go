@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -160,21 +161,54 @@ func TestShutdownLetsRunningTurnFinish(t *testing.T) {
 	assert.Equal(t, []event.Type{event.TypeRunCompleted}, ends)
 }
 
-// A turn still running when the grace period ends is cancelled, and its
-// cancellation is in the log.
+// Shutdown stops accepting at once, before the grace period; a turn still
+// running when the grace period ends is cancelled, and its cancellation is
+// in the log.
 func TestShutdownCancelsTurnAfterGrace(t *testing.T) {
-	cfg := testConfig(t, "--shutdown-grace", "50ms")
+	cfg := testConfig(t, "--shutdown-grace", "2s")
 	ts := startServer(t, cfg, Options{})
 	c := dial(t, ts.url())
 	c.chat("stall please", "stalled")
 	c.expect(userMessage("stall please"))
-
 	closed := c.closeCode()
-	ts.shutdown()
+
+	ts.stopped = true
+	done := make(chan error, 1)
+	go func() { done <- ts.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool {
+		conn, err := net.Dial("tcp", ts.Addr("main"))
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "the listener still accepts")
+	assert.NotEmpty(t, ts.core.Active("stalled"), "the listener closed only after the grace period")
 	assert.Equal(t, websocket.StatusGoingAway, <-closed)
+	require.NoError(t, <-done)
 
 	ts2 := startServer(t, cfg, Options{})
 	assert.Equal(t, []event.Type{event.TypeRunCancelled}, runEnds(ts2.history("stalled")))
+}
+
+// A client that does not answer the close handshake is cut off; the
+// shutdown still succeeds (the process exits 0).
+func TestShutdownWithUnresponsiveClient(t *testing.T) {
+	ts := startServer(t, testConfig(t), Options{})
+	c := dial(t, ts.url())
+	c.chat("echo hi", "deaf")
+	c.expect(userMessage("echo hi"), agentMessage("You said: echo hi"))
+	// c reads nothing more.
+	ts.shutdown()
+}
+
+// New fails cleanly when the store cannot be opened.
+func TestNewFailsOnUnusableDataDir(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DataDir = filepath.Join(cfg.DataDir, "file")
+	writeFile(t, filepath.Dir(cfg.DataDir), "file", "not a folder")
+	_, err := New(context.Background(), cfg, slog.New(slog.DiscardHandler), Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "open the store")
 }
 
 // runEnds lists the run-ending events of a history, in order.
