@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/server"
@@ -39,7 +40,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
-	srv, err := server.New(ctx, cfg, log, server.Options{})
+	// Setup runs to its end even when a signal comes during it (the server
+	// then starts and shuts down at once, cleanly); only its own bound
+	// stops a store that never answers.
+	setupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
+	srv, err := server.New(setupCtx, cfg, log, server.Options{})
+	cancel()
 	if err != nil {
 		return err
 	}
@@ -62,6 +68,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return serveErr
 }
+
+// setupTimeout bounds opening the store and the rest of the setup.
+const setupTimeout = time.Minute
 
 func level(s string) slog.Level {
 	switch strings.ToLower(s) {
