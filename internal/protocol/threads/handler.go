@@ -128,8 +128,7 @@ func (h *Handler) begin(w http.ResponseWriter) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "the server is shutting down; try again shortly")
+		shuttingDown(w)
 		return false
 	}
 	h.streams.Add(1)
@@ -238,8 +237,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		feed.Close()
 		if errors.Is(err, runs.ErrShuttingDown) {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "the server is shutting down; try again shortly")
+			shuttingDown(w)
 			return
 		}
 		h.internalError(w, r, "post the message", err)
@@ -322,10 +320,20 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; use %s", r.Method, allow))
 }
 
-// internalError logs the cause and answers 500 without it.
+// internalError logs the cause and answers 500 without it. A request
+// whose client went away is not a server failure and has nobody to answer.
 func (h *Handler) internalError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
 	h.log.Error("threads: "+what, "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, "internal server error")
+}
+
+// shuttingDown answers the document's 503.
+func shuttingDown(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "the server is shutting down; try again shortly")
 }
 
 // writeError answers status with the document's {"error": msg} body.

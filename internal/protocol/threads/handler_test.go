@@ -534,3 +534,41 @@ func TestNotFoundBeforeAnyEvent(t *testing.T) {
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 	assert.Empty(t, body)
 }
+
+// FuzzProjectTool: whatever a model or a tool produced, the tool_call and
+// tool_result events encode to one line of data that the decoders accept
+// and that decodes to what was sent.
+func FuzzProjectTool(f *testing.F) {
+	for _, seed := range []struct {
+		args, result string
+		isErr        bool
+	}{
+		{`{"path":"."}`, "a.txt\nb/", false},
+		{`[1, 2]`, `{"temperature": 72}`, false},
+		{``, "boom", true},
+		{"{\n \"a\": \"\\u2028\"\n}", "{\n}", false},
+		{`{"a":`, "\xff\xfe", true},
+		{`"text"`, `null`, false},
+	} {
+		f.Add(seed.args, seed.result, seed.isErr)
+	}
+	id := uuid.New()
+	f.Fuzz(func(t *testing.T, args, result string, isErr bool) {
+		p := newProjector(id)
+		for seq, pl := range []event.Payload{
+			event.ToolCallCompleted{CallID: "c", Name: "read", Arguments: json.RawMessage(args)},
+			event.ToolExecCompleted{CallID: "c", Name: "read", Result: result, IsError: isErr},
+		} {
+			e, ok, _ := p.project(event.Event{Seq: int64(seq + 1), Payload: pl})
+			require.True(t, ok)
+			raw, err := e.Encode()
+			require.NoError(t, err)
+			require.NotContains(t, raw.Data, "\n", "data of %s", e.Name)
+			back, err := DecodeEvent(raw)
+			require.NoError(t, err, "DecodeEvent(%q)", raw.Data)
+			again, err := back.Encode()
+			require.NoError(t, err)
+			require.JSONEq(t, raw.Data, again.Data)
+		}
+	})
+}
