@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,9 +56,10 @@ func testConfig(t *testing.T, args ...string) config.Config {
 }
 
 // start builds and starts a server; the test shuts it down at cleanup
-// unless it does so itself.
+// unless it does so itself, and fails if goroutines outlive it.
 func start(t *testing.T, cfg config.Config, opts server.Options) *harness {
 	t.Helper()
+	checkGoroutines(t)
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = time.Second
 	}
@@ -86,6 +88,25 @@ func (h *harness) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(h.t, h.srv.Shutdown(ctx))
+}
+
+// checkGoroutines fails the test if, once every cleanup registered after
+// it has run, more goroutines run than when it was called. Connections the
+// clients keep take a moment to see the server close them.
+func checkGoroutines(t *testing.T) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for runtime.NumGoroutine() > before {
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
 }
 
 // testLog writes the server's log into the test's output.
