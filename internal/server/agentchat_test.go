@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,6 +66,18 @@ func TestAgentchatEvents(t *testing.T) {
 		assert.False(t, r.Success)
 		assert.Contains(t, r.Result, "missing.txt")
 		c.expect(agentMessage("The read failed."))
+	})
+
+	t.Run("input request", func(t *testing.T) {
+		// agentchat cannot carry a question to a person: the call fails at
+		// once instead of waiting for an answer that cannot come.
+		c.chat("ask me something", "events-input")
+		c.expect(userMessage("ask me something"), toolCall("ask_user", map[string]any{"prompt": "What's your name?"}))
+		r, ok := c.next().(agentchatapi.ToolResultEvent)
+		require.True(t, ok, "want a tool_result")
+		assert.Equal(t, "ask_user", r.ToolName)
+		assert.False(t, r.Success)
+		c.expect(agentMessage("Nobody can answer here."))
 	})
 
 	t.Run("model error", func(t *testing.T) {
@@ -427,4 +441,27 @@ func assertTranscript(t *testing.T, h []event.Event, want ...string) {
 		got = append(got, m.Content)
 	}
 	assert.Equal(t, want, got)
+}
+
+// The same continuity holds with the threads in PostgreSQL.
+func TestAgentchatRestartOnPostgres(t *testing.T) {
+	url := os.Getenv("AGENTWIRE_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("AGENTWIRE_TEST_POSTGRES_URL not set: no PostgreSQL to test against")
+	}
+	cfg := testConfig(t, "--database-url", url)
+	session := uuid.NewString()
+	ts := startServer(t, cfg, Options{})
+	c1 := dial(t, ts.url())
+	c1.chat("echo one", session)
+	c1.expect(userMessage("echo one"), agentMessage("You said: echo one"))
+	closed := c1.closeCode()
+	ts.shutdown()
+	assert.Equal(t, websocket.StatusGoingAway, <-closed)
+
+	ts2 := startServer(t, cfg, Options{})
+	c2 := dial(t, ts2.url())
+	c2.chat("echo two", session)
+	c2.expect(userMessage("echo two"), agentMessage("You said: echo two"))
+	assertTranscript(t, ts2.history(session), "echo one", "You said: echo one", "echo two", "You said: echo two")
 }
