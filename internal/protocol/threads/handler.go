@@ -112,6 +112,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 		h.streams.Wait()
 		close(done)
 	}()
+	defer h.cancelAbort()
 	select {
 	case <-done:
 		return nil
