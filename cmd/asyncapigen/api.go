@@ -210,7 +210,7 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 		p("// UnmarshalJSON decodes the variant that %q names.", u.Disc)
 		p("func (u *%s) UnmarshalJSON(b []byte) error {", u.Name)
 		p("var probe struct { D string `json:%q` }", u.Disc)
-		p("if err := json.Unmarshal(b, &probe); err != nil { return err }")
+		p("if err := wire.Unmarshal(b, &probe); err != nil { return err }")
 		p("switch probe.D {")
 		for _, v := range u.Variants {
 			var quoted []string
@@ -219,7 +219,7 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 			}
 			p("case %s:", strings.Join(quoted, ", "))
 			p("var v %s", v.Title)
-			p("if err := json.Unmarshal(b, &v); err != nil { return err }")
+			p("if err := wire.Unmarshal(b, &v); err != nil { return err }")
 			p("u.Value = v")
 			p("return nil")
 		}

@@ -384,48 +384,48 @@ func (u *ResponseItem) UnmarshalJSON(b []byte) error {
 	var probe struct {
 		D string `json:"type"`
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
+	if err := wire.Unmarshal(b, &probe); err != nil {
 		return err
 	}
 	switch probe.D {
 	case "message":
 		var v MessageItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "function_call":
 		var v FunctionCallItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "function_call_output":
 		var v FunctionCallOutputItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "local_shell_call":
 		var v LocalShellCallItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "local_shell_call_output":
 		var v LocalShellCallOutputItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "reasoning":
 		var v ReasoningItem
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v

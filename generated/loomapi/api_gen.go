@@ -421,174 +421,174 @@ func (u *ProtocolEvent) UnmarshalJSON(b []byte) error {
 	var probe struct {
 		D string `json:"type"`
 	}
-	if err := json.Unmarshal(b, &probe); err != nil {
+	if err := wire.Unmarshal(b, &probe); err != nil {
 		return err
 	}
 	switch probe.D {
 	case "run_start":
 		var v RunStartEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "node_enter":
 		var v NodeEnterEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "node_exit":
 		var v NodeExitEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "message_chunk":
 		var v MessageChunkEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "thought_chunk":
 		var v ThoughtChunkEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "usage":
 		var v UsageEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "values":
 		var v ValuesEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "updates":
 		var v UpdatesEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "custom":
 		var v CustomEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "checkpoint":
 		var v CheckpointEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tot_expand":
 		var v TotExpandEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tot_evaluate":
 		var v TotEvaluateEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tot_backtrack":
 		var v TotBacktrackEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "got_plan":
 		var v GotPlanEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "got_node_start":
 		var v GotNodeStartEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "got_node_complete":
 		var v GotNodeCompleteEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "got_node_failed":
 		var v GotNodeFailedEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "got_expand":
 		var v GotExpandEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_call_chunk":
 		var v ToolCallChunkEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_call":
 		var v ToolCallEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_start":
 		var v ToolStartEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_output":
 		var v ToolOutputEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_end":
 		var v ToolEndEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v
 		return nil
 	case "tool_approval":
 		var v ToolApprovalEvent
-		if err := json.Unmarshal(b, &v); err != nil {
+		if err := wire.Unmarshal(b, &v); err != nil {
 			return err
 		}
 		u.Value = v

@@ -373,13 +373,5 @@ func NoVariant(p, name, display string) error {
 	return fail(Field(p, Escape(name)), "must be one of %s", display)
 }
 
-// Unmarshal decodes an already validated frame into v. An error here means
-// the schema and the Go types disagree, which generation should prevent.
-func Unmarshal(frame []byte, v any) error {
-	if err := json.Unmarshal(frame, v); err != nil {
-		return fail("", "cannot decode: %v", err)
-	}
-	return nil
-}
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
