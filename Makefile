@@ -19,15 +19,9 @@ generate:
 vet:
 	$(GO) vet ./...
 
-## fuzz: run every decoder fuzz target for FUZZTIME each
+## fuzz: run every decoder fuzz target for FUZZTIME each (see .ci/fuzz)
 fuzz:
-	@set -e; for file in $$(grep -rl --include='*_test.go' '^func Fuzz' internal); do \
-	  pkg=./$$(dirname $$file); \
-	  for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$file | cut -d' ' -f2); do \
-	    echo "fuzz $$pkg $$target"; \
-	    $(GO) test -run='^$$' -fuzz="^$$target$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=50x $$pkg; \
-	  done; \
-	done
+	GO=$(GO) bash .ci/fuzz $(FUZZTIME)
 
 ## bench: the benchmarks behind docs/BENCHMARKS.md
 bench:
