@@ -373,5 +373,4 @@ func NoVariant(p, name, display string) error {
 	return fail(Field(p, Escape(name)), "must be one of %s", display)
 }
 
-
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
