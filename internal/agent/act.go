@@ -53,7 +53,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			r.result(c, "Refused: the approval policy does not allow this call.", true)
 		case tools.Ask:
 			if !r.spec.Interactive {
-				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run, or use a protocol that carries approvals (AgentLoop).", describe(c, class))
+				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run.", describe(c, class))
 				r.systemMessage(why)
 				r.result(c, why, true)
 				continue
