@@ -8,8 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -61,7 +62,7 @@ type listenFlag map[string]string
 
 func (l listenFlag) String() string {
 	var parts []string
-	for _, k := range sortedKeys(l) {
+	for _, k := range slices.Sorted(maps.Keys(l)) {
 		parts = append(parts, k+"="+l[k])
 	}
 	return strings.Join(parts, ",")
@@ -73,7 +74,7 @@ func (l listenFlag) Set(v string) error {
 		if !ok || addr == "" {
 			return fmt.Errorf("want proto=addr, got %q", item)
 		}
-		if !known(proto) {
+		if !slices.Contains(Protocols, proto) {
 			return fmt.Errorf("unknown protocol %q (want one of %s)", proto, strings.Join(Protocols, ", "))
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
@@ -181,22 +182,4 @@ func (c *Config) Provider() string {
 		return "gemini"
 	}
 	return "scripted"
-}
-
-func known(proto string) bool {
-	for _, p := range Protocols {
-		if p == proto {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -12,10 +12,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -186,7 +187,7 @@ func (s *Server) handler(only string) http.Handler {
 func (s *Server) Start() error {
 	type l struct{ name, addr string }
 	list := []l{{"main", s.cfg.Addr}}
-	for _, proto := range sortedKeys(s.cfg.Listen) {
+	for _, proto := range slices.Sorted(maps.Keys(s.cfg.Listen)) {
 		list = append(list, l{proto, s.cfg.Listen[proto]})
 	}
 	for _, it := range list {
@@ -233,7 +234,7 @@ func (s *Server) Banner() string {
 	for _, p := range served {
 		fmt.Fprintf(&b, "  %-10s %s://%s%s\n", p.proto, p.scheme, main, p.path)
 	}
-	for _, proto := range sortedKeys(s.cfg.Listen) {
+	for _, proto := range slices.Sorted(maps.Keys(s.cfg.Listen)) {
 		fmt.Fprintf(&b, "  %-10s also at the root of %s\n", proto, s.Addr(proto))
 	}
 	fmt.Fprintf(&b, "  health     http://%s/healthz\n", main)
@@ -330,13 +331,4 @@ func (s *Server) closeCore() error {
 		errs = append(errs, s.root.Close())
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
