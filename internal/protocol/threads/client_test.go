@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/protocol/wiretest"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/wire"
 )
@@ -382,7 +383,7 @@ func TestSendMessageValidatesBeforeSending(t *testing.T) {
 
 func TestHistory(t *testing.T) {
 	var body []byte
-	for _, ex := range load[example](t, "testdata/examples.json") {
+	for _, ex := range wiretest.Load[example](t, "testdata/examples.json") {
 		if ex.Message == "ThreadResponse" {
 			body = ex.JSON
 		}

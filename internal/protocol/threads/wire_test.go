@@ -2,7 +2,6 @@ package threads
 
 import (
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -33,22 +32,6 @@ type invalid struct {
 	Input   string `json:"input"`
 	Path    string `json:"path"`
 	Reason  string `json:"reason"`
-}
-
-func load[T any](t testing.TB, path string) []T {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	var out []T
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("parse %s: %v", path, err)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s holds no cases", path)
-	}
-	return out
 }
 
 // codec decodes and encodes one kind of message.
@@ -102,7 +85,7 @@ func codecFor(t testing.TB, message, event string) codec {
 // TestExamples checks that every JSON example of the document decodes,
 // validates and encodes back to semantically equal JSON.
 func TestExamples(t *testing.T) {
-	for _, ex := range load[example](t, "testdata/examples.json") {
+	for _, ex := range wiretest.Load[example](t, "testdata/examples.json") {
 		t.Run(ex.Name, func(t *testing.T) {
 			c := codecFor(t, ex.Message, ex.Event)
 			v, err := c.decode(ex.JSON)
@@ -122,7 +105,7 @@ func TestExamples(t *testing.T) {
 
 // invalidCases returns the table plus a 10 MiB input per decoder.
 func invalidCases(t testing.TB) []invalid {
-	cases := load[invalid](t, "testdata/invalid.json")
+	cases := wiretest.Load[invalid](t, "testdata/invalid.json")
 	big := `{"text":"` + strings.Repeat("a", 10<<20) + `"}`
 	for _, k := range []struct{ message, event string }{
 		{"SendMessageRequest", ""}, {"ThreadResponse", ""}, {"Error", ""}, {"Event", EventAgentText},
@@ -189,12 +172,12 @@ func fuzzDecoder(t *testing.T, c codec, in []byte) {
 
 // seeds returns the examples and invalid inputs of one message kind.
 func seeds(t testing.TB, message string) (out []invalid) {
-	for _, ex := range load[example](t, "testdata/examples.json") {
+	for _, ex := range wiretest.Load[example](t, "testdata/examples.json") {
 		if ex.Message == message {
 			out = append(out, invalid{Event: ex.Event, Input: string(ex.JSON)})
 		}
 	}
-	for _, tc := range load[invalid](t, "testdata/invalid.json") {
+	for _, tc := range wiretest.Load[invalid](t, "testdata/invalid.json") {
 		if tc.Message == message {
 			out = append(out, tc)
 		}

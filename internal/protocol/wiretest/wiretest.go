@@ -58,7 +58,9 @@ type Invalid struct {
 	Reason    string `json:"reason"`
 }
 
-func load[T any](t testing.TB, path string) []T {
+// Load reads a JSON array of test cases from path, failing the test when
+// it cannot or the array is empty.
+func Load[T any](t testing.TB, path string) []T {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -104,7 +106,7 @@ func (e Example) frame(t testing.TB) []byte {
 // after dropping members whose value is null, which the documents treat as
 // absent).
 func Examples(t *testing.T, path string, c Codec) {
-	for _, e := range load[Example](t, path) {
+	for _, e := range Load[Example](t, path) {
 		t.Run(e.Name, func(t *testing.T) {
 			dec := c.decoder(e.Direction)
 			if dec == nil {
@@ -130,7 +132,7 @@ func Examples(t *testing.T, path string, c Codec) {
 // *wire.Error whose path matches and whose reason starts with the expected
 // one. It adds a 10 MiB frame per direction.
 func InvalidFrames(t *testing.T, path string, c Codec) {
-	cases := load[Invalid](t, path)
+	cases := Load[Invalid](t, path)
 	big := `{"type":"x","pad":"` + strings.Repeat("a", 10<<20) + `"}`
 	for _, d := range []string{"inbound", "outbound"} {
 		cases = append(cases, Invalid{Name: "10 MiB frame " + d, Direction: d, Frame: big, Path: "", Reason: "frame exceeds 1048576 bytes"})
@@ -160,12 +162,12 @@ func InvalidFrames(t *testing.T, path string, c Codec) {
 // direction, to seed a fuzz target.
 func Seeds(t testing.TB, dir, direction string) [][]byte {
 	var out [][]byte
-	for _, e := range load[Example](t, dir+"/examples.json") {
+	for _, e := range Load[Example](t, dir+"/examples.json") {
 		if e.Direction == direction {
 			out = append(out, e.frame(t))
 		}
 	}
-	for _, i := range load[Invalid](t, dir+"/invalid.json") {
+	for _, i := range Load[Invalid](t, dir+"/invalid.json") {
 		if i.Direction == direction {
 			out = append(out, []byte(i.Frame))
 		}
