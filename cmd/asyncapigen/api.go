@@ -103,7 +103,7 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 			p("case Type%s:", exportName(m.WireType))
 			p("if err := validate%s(\"\", v); err != nil { return nil, err }", m.Payload.Title)
 			p("var m %s", m.Payload.Title)
-			p("if err := wire.Unmarshal(frame, &m); err != nil { return nil, err }")
+			p("if err := wire.UnmarshalParsed(frame, v, &m); err != nil { return nil, err }")
 			p("return m, nil")
 		}
 		p("}")

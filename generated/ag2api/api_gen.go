@@ -168,7 +168,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m UserInputSubmit
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -177,7 +177,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m InlineComponentResult
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -186,7 +186,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ArtifactPatch
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -195,7 +195,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ClientResume
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -221,7 +221,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ResumeBoundary
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -230,7 +230,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m SelectSpeaker
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -239,7 +239,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m Print
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -248,7 +248,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m Text
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -257,7 +257,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m InputRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -266,7 +266,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m InputTimeout
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -275,7 +275,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m InputAck
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -284,7 +284,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolCall
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -293,7 +293,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -302,7 +302,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolProgress
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -311,7 +311,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m UsageSummary
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -320,7 +320,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m RunComplete
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -329,7 +329,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ChatError
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil

@@ -108,7 +108,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ChatRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -134,7 +134,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m UserMessageEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -143,7 +143,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m AgentMessageEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -152,7 +152,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolCallEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -161,7 +161,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolResultEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -170,7 +170,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m AgentThinkingEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -179,7 +179,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ErrorEvent
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil

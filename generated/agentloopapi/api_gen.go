@@ -167,7 +167,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m UserInputMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -176,7 +176,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ApprovalResponseMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -185,7 +185,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m GetContextInfoMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -194,7 +194,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ManualCompactMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -220,7 +220,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ResponseItemMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -229,7 +229,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m LoadingStateMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -238,7 +238,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ApprovalRequestMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -247,7 +247,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m AgentFinishedMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -256,7 +256,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ContextInfoMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -265,7 +265,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ContextCompactedMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -274,7 +274,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ErrorMessage
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil

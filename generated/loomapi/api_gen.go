@@ -173,7 +173,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m RunRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -182,7 +182,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ToolsListRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -191,7 +191,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m ToolShowRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -200,7 +200,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m UserMessagesRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -209,7 +209,7 @@ func Decode(frame []byte) (Inbound, error) {
 			return nil, err
 		}
 		var m PingRequest
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -235,7 +235,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m RunStreamEventResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -244,7 +244,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m RunEndResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -253,7 +253,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolsListResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -262,7 +262,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ToolShowResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -271,7 +271,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m UserMessagesResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -280,7 +280,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m PongResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil
@@ -289,7 +289,7 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 			return nil, err
 		}
 		var m ErrorResponse
-		if err := wire.Unmarshal(frame, &m); err != nil {
+		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
 			return nil, err
 		}
 		return m, nil

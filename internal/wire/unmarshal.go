@@ -19,14 +19,21 @@ import (
 // that names no field before decoding; types that decode themselves (the
 // generated unions) call Unmarshal in turn for their variants.
 func Unmarshal(frame []byte, v any) error {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fail("", "cannot decode into %T", v)
-	}
 	parsed, err := Parse(frame)
 	if err != nil {
 		return err
 	}
+	return UnmarshalParsed(frame, parsed, v)
+}
+
+// UnmarshalParsed is Unmarshal for a frame already parsed with Parse, as
+// the generated decoders have it after validating. It may modify parsed.
+func UnmarshalParsed(frame []byte, parsed any, v any) error {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return fail("", "cannot decode into %T", v)
+	}
+	var err error
 	if dropUnnamed(parsed, rv.Type().Elem()) {
 		if frame, err = json.Marshal(parsed); err != nil {
 			return fail("", "cannot decode: %v", err)
