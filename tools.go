@@ -1,10 +1,12 @@
 //go:build tools
 
-// This file pins the code generators' versions in go.mod; `go run` of these
-// packages in generated/generate.go uses exactly these versions.
+// This file pins the versions of the code generators and of staticcheck in
+// go.mod; `go run` of these packages (generated/generate.go, .ci/run) uses
+// exactly these versions.
 package tools
 
 import (
 	_ "github.com/atombender/go-jsonschema/pkg/generator"
 	_ "github.com/ogen-go/ogen/cmd/ogen"
+	_ "honnef.co/go/tools/cmd/staticcheck"
 )

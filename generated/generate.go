@@ -7,6 +7,11 @@ package generated
 // REST + SSE threads API: ogen server and client from the OpenAPI 3.1 document.
 //go:generate go run github.com/ogen-go/ogen/cmd/ogen --config ../schemas/openapi/ogen.yml --target threadsapi --package threadsapi --clean ../schemas/openapi/threads.yaml
 
+// Validators for the same document's component schemas, with structured
+// errors (ogen's are text); the threads adapter validates with them before
+// decoding with ogen's types.
+//go:generate go run ../cmd/asyncapigen -openapi ../schemas/openapi/threads.yaml -out threadsschema
+
 // WebSocket protocols: typed messages, validating decoders, encoders, handler
 // interfaces and constructors from the AsyncAPI 3.0 documents.
 //go:generate go run ../cmd/asyncapigen -in ../asyncapi/agentchat.yaml -out agentchatapi

@@ -83,31 +83,70 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 	}
 
 	for _, dir := range []Direction{Inbound, Outbound} {
-		name, iface, who := "Decode", "Inbound", "a client"
+		name, check, validate, iface, who := "Decode", "checkInbound", "ValidateInbound", "Inbound", "a client"
 		if dir == Outbound {
-			name, iface, who = "DecodeOutbound", "Outbound", "the server"
+			name, check, validate, iface, who = "DecodeOutbound", "checkOutbound", "ValidateOutbound", "Outbound", "the server"
+		}
+		var msgs []*Message
+		for _, m := range api.Messages {
+			if m.Direction == dir {
+				msgs = append(msgs, m)
+			}
+		}
+		if len(msgs) == 0 {
+			return nil, fmt.Errorf("no message in the %s direction", strings.ToLower(iface))
 		}
 		p("// %s parses a frame sent by %s, checks it against its schema and", name, who)
 		p("// returns the typed message. A frame that does not match returns a")
-		p("// *wire.Error with the JSON Pointer of the offending value and the reason.")
+		p("// *wire.Error with the kind of violation, the message type once it is")
+		p("// known, the JSON Pointer of the offending value and the reason.")
 		p("func %s(frame []byte) (%s, error) {", name, iface)
-		p("v, err := wire.Parse(frame)")
+		p("t, v, err := %s(frame)", check)
 		p("if err != nil { return nil, err }")
-		p("t, err := wire.MessageType(v)")
-		p("if err != nil { return nil, err }")
+		p("var m %s", iface)
 		p("switch t {")
-		for _, m := range api.Messages {
-			if m.Direction != dir {
-				continue
-			}
+		for _, m := range msgs {
 			p("case Type%s:", exportName(m.WireType))
-			p("if err := validate%s(\"\", v); err != nil { return nil, err }", m.Payload.Title)
-			p("var m %s", m.Payload.Title)
-			p("if err := wire.UnmarshalParsed(frame, v, &m); err != nil { return nil, err }")
-			p("return m, nil")
+			p("var x %s", m.Payload.Title)
+			p("err = wire.UnmarshalParsed(frame, v, &x)")
+			p("m = x")
 		}
-		p("}")
+		p("default:")
 		p("return nil, wire.UnknownType(t)")
+		p("}")
+		p("if err != nil { return nil, wire.WithMessage(err, t) }")
+		p("return m, nil")
+		p("}")
+		p("")
+		p("// %s checks a frame sent by %s against its schema: the checks", validate, who)
+		p("// that %s makes, with the same errors, without building the typed", name)
+		if dir == Outbound {
+			p("// message. Servers check what they send with it in tests.")
+		} else {
+			p("// message. Clients check what they send with it in tests.")
+		}
+		p("func %s(frame []byte) error {", validate)
+		p("_, _, err := %s(frame)", check)
+		p("return err")
+		p("}")
+		p("")
+		p("// %s parses and validates a frame sent by %s; it returns the", check, who)
+		p("// frame's type and parsed value.")
+		p("func %s(frame []byte) (string, any, error) {", check)
+		p("v, err := wire.Parse(frame)")
+		p("if err != nil { return \"\", nil, err }")
+		p("t, err := wire.MessageType(v)")
+		p("if err != nil { return \"\", nil, err }")
+		p("switch t {")
+		for _, m := range msgs {
+			p("case Type%s:", exportName(m.WireType))
+			p("err = validate%s(\"\", v)", m.Payload.Title)
+		}
+		p("default:")
+		p("return t, nil, wire.UnknownType(t)")
+		p("}")
+		p("if err != nil { return t, nil, wire.WithMessage(err, t) }")
+		p("return t, v, nil")
 		p("}")
 		p("")
 	}
@@ -144,6 +183,26 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 	p("return fmt.Errorf(\"dispatch: unexpected message %%T\", m)")
 	p("}")
 	p("")
+
+	p("// UnimplementedHandler answers every client message with a")
+	p("// *wire.UnimplementedError, which errors.Is matches to")
+	p("// wire.ErrUnimplemented. A Handler that embeds it keeps compiling when")
+	p("// the document adds a message: the new message is answered as")
+	p("// unimplemented until the Handler gets a method for it.")
+	p("type UnimplementedHandler struct{}")
+	p("")
+	p("var _ Handler = UnimplementedHandler{}")
+	p("")
+	for _, m := range api.Messages {
+		if m.Direction != Inbound {
+			continue
+		}
+		p("// Handle%s implements Handler.", exportName(m.Key))
+		p("func (UnimplementedHandler) Handle%s(context.Context, %s) error {", exportName(m.Key), m.Payload.Title)
+		p("return &wire.UnimplementedError{Message: Type%s}", exportName(m.WireType))
+		p("}")
+		p("")
+	}
 
 	// Constructors for outbound messages: required fields as parameters.
 	for _, m := range api.Messages {

@@ -9,9 +9,18 @@
 //     interface with one method per client message, Dispatch, and a
 //     constructor per server message.
 //
+// With -openapi instead of -in it reads the components.schemas of an
+// OpenAPI 3.1 document and writes only validators, for documents whose
+// types another generator owns (ogen, for the threads protocol):
+//
+//   - validate_gen.go: as above, one validator per component schema;
+//   - schemas_gen.go: Validate<Name>(v any) and Validate<Name>JSON(doc)
+//     for every component, returning *wire.Error values.
+//
 // Usage (from generated/generate.go):
 //
 //	go run ../cmd/asyncapigen -in ../asyncapi/loom.yaml -out loomapi
+//	go run ../cmd/asyncapigen -openapi ../schemas/openapi/threads.yaml -out threadsschema
 package main
 
 import (
@@ -26,11 +35,16 @@ import (
 
 func main() {
 	in := flag.String("in", "", "AsyncAPI 3.0 document")
+	openapi := flag.String("openapi", "", "OpenAPI 3.1 document: write only validators for its components.schemas")
 	out := flag.String("out", "", "output directory; its base name is the package name")
 	flag.Parse()
-	if *in == "" || *out == "" {
+	if (*in == "") == (*openapi == "") || *out == "" {
 		flag.Usage()
 		os.Exit(2)
+	}
+	run := runAsyncAPI
+	if *openapi != "" {
+		run, *in = runOpenAPI, *openapi
 	}
 	if err := run(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "asyncapigen:", err)
@@ -38,7 +52,8 @@ func main() {
 	}
 }
 
-func run(in, out string) error {
+// runAsyncAPI generates the protocol package for the AsyncAPI document in.
+func runAsyncAPI(in, out string) error {
 	absIn, err := filepath.Abs(in)
 	if err != nil {
 		return err
@@ -48,11 +63,32 @@ func run(in, out string) error {
 	if err != nil {
 		return err
 	}
-	pkg := filepath.Base(out)
-	files, err := generate(api, l, pkg, filepath.ToSlash(in))
+	files, err := generate(api, l, filepath.Base(out), filepath.ToSlash(in))
 	if err != nil {
 		return err
 	}
+	return write(out, files)
+}
+
+// runOpenAPI generates the validator package for the OpenAPI document in.
+func runOpenAPI(in, out string) error {
+	absIn, err := filepath.Abs(in)
+	if err != nil {
+		return err
+	}
+	api, err := loadOpenAPI(absIn, newLoader())
+	if err != nil {
+		return err
+	}
+	files, err := generateOpenAPI(api, filepath.Base(out), filepath.ToSlash(in))
+	if err != nil {
+		return err
+	}
+	return write(out, files)
+}
+
+// write replaces the generated files in directory out with files.
+func write(out string, files map[string][]byte) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}

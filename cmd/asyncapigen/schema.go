@@ -11,11 +11,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Schema is the subset of JSON Schema (draft-07) that agentwire's documents
-// use, with property order kept as written so generated code follows the
-// document.
+// Schema is the subset of JSON Schema (draft-07, and the OpenAPI 3.1
+// dialect's discriminator) that agentwire's documents use, with property
+// order kept as written so generated code follows the document.
 type Schema struct {
 	File        string // absolute path of the file this schema is the root of; "" for inline schemas
+	Pointer     string // for an OpenAPI component, "#/components/schemas/<name>" in File
 	Title       string
 	Description string
 	Types       []string // declared types without "null"
@@ -37,7 +38,22 @@ type Schema struct {
 	MinItems    *int
 	MaxItems    *int
 	OneOf       []*Schema
-	Ref         *Schema // resolved $ref; the other fields are empty when set
+	Disc        *Discriminator // an OpenAPI discriminator next to OneOf
+	Ref         *Schema        // resolved $ref; the other fields are empty when set
+}
+
+// Discriminator is an OpenAPI discriminator object: the property that
+// tells a oneOf's variants apart and, optionally, the variant (a component
+// reference) for each of its values.
+type Discriminator struct {
+	PropertyName string            `yaml:"propertyName"`
+	Mapping      map[string]string `yaml:"mapping"`
+}
+
+// where names the schema in generated comments: its file, and its pointer
+// when it is an OpenAPI component.
+func (s *Schema) where() string {
+	return baseName(s.File) + s.Pointer
 }
 
 // Prop is one named property of an object schema.
@@ -87,6 +103,12 @@ type loader struct {
 	files map[string]*Schema
 	nodes map[string]*yaml.Node
 	order []string // files in the order they were first loaded
+
+	// The OpenAPI mode's component schemas (see loadOpenAPI), which
+	// resolve references into componentsFile.
+	components     map[string]*Schema
+	componentNodes map[string]*yaml.Node
+	componentsFile string
 }
 
 func newLoader() *loader {
@@ -133,14 +155,30 @@ func (l *loader) parse(s *Schema, n *yaml.Node, file, ptr string) error {
 	for i := 0; i < len(n.Content); i += 2 {
 		key, val := n.Content[i].Value, n.Content[i+1]
 		var err error
+		if strings.HasPrefix(key, "x-") {
+			continue // extensions (x-go-name, x-ogen-*) are for other tools
+		}
 		switch key {
-		case "$schema", "$comment", "examples", "default", "x-go-name":
+		case "$schema", "$comment", "examples", "example", "default":
 		case "$ref":
+			if file == l.componentsFile {
+				name, ok := strings.CutPrefix(val.Value, componentRef)
+				if !ok {
+					return at("$ref %q: only references to %s<name> are supported", val.Value, componentRef)
+				}
+				s.Ref, err = l.component(name)
+				break
+			}
 			if strings.Contains(val.Value, "#") {
 				return at("$ref %q: only whole-file references are supported", val.Value)
 			}
 			target := filepath.Join(filepath.Dir(file), val.Value)
 			s.Ref, err = l.load(target)
+		case "discriminator":
+			s.Disc = &Discriminator{}
+			if err = val.Decode(s.Disc); err == nil && s.Disc.PropertyName == "" {
+				return at("discriminator needs a propertyName")
+			}
 		case "title":
 			s.Title = val.Value
 		case "description":
@@ -237,6 +275,9 @@ func (l *loader) parse(s *Schema, n *yaml.Node, file, ptr string) error {
 	if s.Ref != nil && (len(s.Types) > 0 || len(s.Props) > 0 || len(s.OneOf) > 0) {
 		return at("$ref cannot be combined with other constraints")
 	}
+	if s.Disc != nil && len(s.OneOf) == 0 {
+		return at("discriminator without oneOf")
+	}
 	if len(s.OneOf) > 0 {
 		if _, err := discriminator(s); err != nil {
 			return at("%v", err)
@@ -266,14 +307,19 @@ func decodeJSON(n *yaml.Node, v any) error {
 
 // discriminator finds the property that tells a union's variants apart: a
 // required string property with a const (or enum) in every variant, whose
-// values do not overlap.
+// values do not overlap. An OpenAPI discriminator names it; its mapping,
+// when it has one, must agree with the variants' values.
 func discriminator(s *Schema) (string, error) {
 	var candidates []string
-	first := s.OneOf[0].Resolve()
-	for _, p := range first.Props {
-		candidates = append(candidates, p.Name)
+	if s.Disc != nil {
+		candidates = []string{s.Disc.PropertyName}
+	} else {
+		first := s.OneOf[0].Resolve()
+		for _, p := range first.Props {
+			candidates = append(candidates, p.Name)
+		}
+		sort.Strings(candidates)
 	}
-	sort.Strings(candidates)
 next:
 	for _, name := range candidates {
 		seen := map[string]bool{}
@@ -294,9 +340,48 @@ next:
 				seen[x] = true
 			}
 		}
+		if s.Disc != nil {
+			if err := checkMapping(s, name); err != nil {
+				return "", err
+			}
+		}
 		return name, nil
 	}
+	if s.Disc != nil {
+		return "", fmt.Errorf("discriminator %q must be a required property with a distinct const or enum in every variant", s.Disc.PropertyName)
+	}
 	return "", fmt.Errorf("oneOf needs a discriminator: a required property with a distinct const or enum in every variant")
+}
+
+// checkMapping checks that every value of an OpenAPI discriminator's
+// mapping names the variant whose property name takes that value, and that
+// the mapping leaves no variant's value out.
+func checkMapping(s *Schema, name string) error {
+	if len(s.Disc.Mapping) == 0 {
+		return nil
+	}
+	byValue := map[string]*Schema{}
+	for _, v := range s.OneOf {
+		for _, x := range discValues(v.Resolve().Prop(name).Resolve()) {
+			byValue[x] = v
+		}
+	}
+	for _, value := range sortedKeys(s.Disc.Mapping) {
+		ref := s.Disc.Mapping[value]
+		v, ok := byValue[value]
+		if !ok {
+			return fmt.Errorf("discriminator mapping %q: no variant has %s %q", value, name, value)
+		}
+		if v.Ref == nil || v.Ref.Pointer != ref {
+			return fmt.Errorf("discriminator mapping %q: %s, but the variant with %s %q is not that reference", value, ref, name, value)
+		}
+	}
+	for _, value := range sortedKeys(byValue) {
+		if _, ok := s.Disc.Mapping[value]; !ok {
+			return fmt.Errorf("discriminator mapping: no entry for %s %q", name, value)
+		}
+	}
+	return nil
 }
 
 // discValues returns the string values a discriminator property may take.

@@ -28,7 +28,7 @@ func (g *validatorGen) root(s *Schema) error {
 		return nil
 	}
 	g.emitted[s] = true
-	g.p("// validate%s checks v, found at path p, against %s.", s.Title, baseName(s.File))
+	g.p("// validate%s checks v, found at path p, against %s.", s.Title, s.where())
 	g.p("func validate%s(p string, v any) error {", s.Title)
 	if err := g.node(s, "p", "v", 0); err != nil {
 		return fmt.Errorf("%s: %w", s.File, err)

@@ -10,26 +10,49 @@
 // Choices where the document is silent or contradicts itself:
 //   - Outbound frames put the table's "Core Fields" (all but `type`) under
 //     `data`, as the original server did and the document's error example shows.
-//     `timestamp` is always sent; replayed frames add `replay: true` beside it.
-//   - `seq` is the position of the frame among the chat's persisted frames, from 1,
-//     and stays the same when the frame is replayed. Streamed `chat.print` chunks
-//     and `chat.tool_progress` are delivered live with their seq but are not
-//     replayed (only persisted frames are).
+//     `timestamp` (the event's time, RFC 3339 UTC) is always sent; replayed frames
+//     add `replay: true` beside it.
+//   - `seq` is the seq of the canonical event the frame shows in the chat's log
+//     (the thread's log order): it strictly increases along a chat's frames, has
+//     gaps (not every event makes a frame), and is the same in a replay, on every
+//     socket and after a restart. The document's "seq starts at 1 after the
+//     boundary" is not followed: a stable seq is what resume needs.
 //   - `client.resume.lastClientIndex` is read as the seq of the last frame the
 //     client holds: the document calls it a 0-based index yet says to send 0 when
 //     the client has nothing; reading it as a seq makes both true. The server
-//     re-sends every frame with a greater seq, then `chat.resume_boundary`.
+//     re-sends every frame with a greater seq (`chat.print` chunks of one message
+//     coalesced into one), then `chat.resume_boundary`, then live frames, with no
+//     gap and no duplicate. A new socket holds the chat's live frames for up to
+//     0.5 s, until its first message, so that a resume sent at once is not
+//     overtaken by live frames. A corrupt `client.resume` (a bad
+//     `lastClientIndex`, another chat's `chat_id`) gets `RESUME_FAILED`.
 //   - A `user.input.submit` without `request_id` is a new user turn (as in the
-//     original server); with an unknown `request_id` the server answers
-//     `chat.error` with `UNKNOWN_REQUEST`. `INPUT_REQUEST_NOT_FOUND` is not
-//     used: it means the same thing, and UNKNOWN_REQUEST is the code the error
-//     handling section names.
+//     original server); with an unknown or already answered `request_id` the
+//     server answers `chat.error` with `UNKNOWN_REQUEST`. `INPUT_REQUEST_NOT_FOUND`
+//     is not used: it means the same thing, and UNKNOWN_REQUEST is the code the
+//     error handling section names. User turns posted from other sockets or other
+//     protocols are shown as `chat.text` with agent `user`; a socket's own turns
+//     are not echoed to it (replays include them).
+//   - Tool approvals and manual speaker selection are `chat.input_request`s;
+//     approvals take approve / yes / y, approve always, deny / no / n, deny and
+//     stop (case-insensitive).
 //   - Malformed frames get `chat.error` with `SCHEMA_VALIDATION_FAILED`, a
 //     `details` object `{"field", "reason"}` and `recoverable: true`; the socket
 //     stays open.
 //   - Ordinary (non-UI) tool calls are reported as `chat.tool_call` with
-//     `awaiting_response: false` and an empty `component_type`.
-//   - Legacy un-namespaced duplicates are not sent.
+//     `awaiting_response: false` and an empty `component_type`; UI tools carry the
+//     UI request id as `corr` and `display` (inline or artifact).
+//   - Error codes: tool failures `TOOL_EXECUTION_ERROR`, an unanswered UI
+//     component `UI_TOOL_TIMEOUT`, store failures `PERSISTENCE_ERROR`, model
+//     provider failures `TRANSPORT_ERROR`, an unknown workflow
+//     `WORKFLOW_NOT_FOUND` and one that does not load
+//     `AGENT_INITIALIZATION_FAILED` (both followed by close 1008), too many
+//     messages `RATE_LIMIT_EXCEEDED` (a token bucket per socket and per user_id;
+//     the message is dropped).
+//   - A chat belongs to the enterprise_id and user_id that opened it first; a
+//     socket naming it under another is closed with 1008 before anything is sent.
+//   - Legacy un-namespaced duplicates (`text` beside `chat.text`, ...) are sent
+//     only with `--ag2-legacy-types`.
 package ag2api
 
 import (
@@ -152,189 +175,202 @@ func (ChatError) isOutbound()         {}
 
 // Decode parses a frame sent by a client, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func Decode(frame []byte) (Inbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkInbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Inbound
+	switch t {
+	case TypeUserInputSubmit:
+		var x UserInputSubmit
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeInlineComponentResult:
+		var x InlineComponentResult
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeArtifactPatch:
+		var x ArtifactPatch
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeClientResume:
+		var x ClientResume
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateInbound checks a frame sent by a client against its schema: the checks
+// that Decode makes, with the same errors, without building the typed
+// message. Clients check what they send with it in tests.
+func ValidateInbound(frame []byte) error {
+	_, _, err := checkInbound(frame)
+	return err
+}
+
+// checkInbound parses and validates a frame sent by a client; it returns the
+// frame's type and parsed value.
+func checkInbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeUserInputSubmit:
-		if err := validateUserInputSubmit("", v); err != nil {
-			return nil, err
-		}
-		var m UserInputSubmit
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUserInputSubmit("", v)
 	case TypeInlineComponentResult:
-		if err := validateInlineComponentResult("", v); err != nil {
-			return nil, err
-		}
-		var m InlineComponentResult
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateInlineComponentResult("", v)
 	case TypeArtifactPatch:
-		if err := validateArtifactPatch("", v); err != nil {
-			return nil, err
-		}
-		var m ArtifactPatch
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateArtifactPatch("", v)
 	case TypeClientResume:
-		if err := validateClientResume("", v); err != nil {
-			return nil, err
-		}
-		var m ClientResume
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateClientResume("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // DecodeOutbound parses a frame sent by the server, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func DecodeOutbound(frame []byte) (Outbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkOutbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Outbound
+	switch t {
+	case TypeChatResumeBoundary:
+		var x ResumeBoundary
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatSelectSpeaker:
+		var x SelectSpeaker
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatPrint:
+		var x Print
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatText:
+		var x Text
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatInputRequest:
+		var x InputRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatInputTimeout:
+		var x InputTimeout
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatInputAck:
+		var x InputAck
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatToolCall:
+		var x ToolCall
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatToolResponse:
+		var x ToolResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatToolProgress:
+		var x ToolProgress
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatUsageSummary:
+		var x UsageSummary
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatRunComplete:
+		var x RunComplete
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeChatError:
+		var x ChatError
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateOutbound checks a frame sent by the server against its schema: the checks
+// that DecodeOutbound makes, with the same errors, without building the typed
+// message. Servers check what they send with it in tests.
+func ValidateOutbound(frame []byte) error {
+	_, _, err := checkOutbound(frame)
+	return err
+}
+
+// checkOutbound parses and validates a frame sent by the server; it returns the
+// frame's type and parsed value.
+func checkOutbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeChatResumeBoundary:
-		if err := validateResumeBoundary("", v); err != nil {
-			return nil, err
-		}
-		var m ResumeBoundary
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateResumeBoundary("", v)
 	case TypeChatSelectSpeaker:
-		if err := validateSelectSpeaker("", v); err != nil {
-			return nil, err
-		}
-		var m SelectSpeaker
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateSelectSpeaker("", v)
 	case TypeChatPrint:
-		if err := validatePrint("", v); err != nil {
-			return nil, err
-		}
-		var m Print
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validatePrint("", v)
 	case TypeChatText:
-		if err := validateText("", v); err != nil {
-			return nil, err
-		}
-		var m Text
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateText("", v)
 	case TypeChatInputRequest:
-		if err := validateInputRequest("", v); err != nil {
-			return nil, err
-		}
-		var m InputRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateInputRequest("", v)
 	case TypeChatInputTimeout:
-		if err := validateInputTimeout("", v); err != nil {
-			return nil, err
-		}
-		var m InputTimeout
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateInputTimeout("", v)
 	case TypeChatInputAck:
-		if err := validateInputAck("", v); err != nil {
-			return nil, err
-		}
-		var m InputAck
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateInputAck("", v)
 	case TypeChatToolCall:
-		if err := validateToolCall("", v); err != nil {
-			return nil, err
-		}
-		var m ToolCall
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolCall("", v)
 	case TypeChatToolResponse:
-		if err := validateToolResponse("", v); err != nil {
-			return nil, err
-		}
-		var m ToolResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolResponse("", v)
 	case TypeChatToolProgress:
-		if err := validateToolProgress("", v); err != nil {
-			return nil, err
-		}
-		var m ToolProgress
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolProgress("", v)
 	case TypeChatUsageSummary:
-		if err := validateUsageSummary("", v); err != nil {
-			return nil, err
-		}
-		var m UsageSummary
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUsageSummary("", v)
 	case TypeChatRunComplete:
-		if err := validateRunComplete("", v); err != nil {
-			return nil, err
-		}
-		var m RunComplete
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateRunComplete("", v)
 	case TypeChatError:
-		if err := validateChatError("", v); err != nil {
-			return nil, err
-		}
-		var m ChatError
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateChatError("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // Encode returns the JSON frame of m.
@@ -370,6 +406,35 @@ func Dispatch(ctx context.Context, h Handler, m Inbound) error {
 		return h.HandleClientResume(ctx, m)
 	}
 	return fmt.Errorf("dispatch: unexpected message %T", m)
+}
+
+// UnimplementedHandler answers every client message with a
+// *wire.UnimplementedError, which errors.Is matches to
+// wire.ErrUnimplemented. A Handler that embeds it keeps compiling when
+// the document adds a message: the new message is answered as
+// unimplemented until the Handler gets a method for it.
+type UnimplementedHandler struct{}
+
+var _ Handler = UnimplementedHandler{}
+
+// HandleUserInputSubmit implements Handler.
+func (UnimplementedHandler) HandleUserInputSubmit(context.Context, UserInputSubmit) error {
+	return &wire.UnimplementedError{Message: TypeUserInputSubmit}
+}
+
+// HandleInlineComponentResult implements Handler.
+func (UnimplementedHandler) HandleInlineComponentResult(context.Context, InlineComponentResult) error {
+	return &wire.UnimplementedError{Message: TypeInlineComponentResult}
+}
+
+// HandleArtifactPatch implements Handler.
+func (UnimplementedHandler) HandleArtifactPatch(context.Context, ArtifactPatch) error {
+	return &wire.UnimplementedError{Message: TypeArtifactPatch}
+}
+
+// HandleClientResume implements Handler.
+func (UnimplementedHandler) HandleClientResume(context.Context, ClientResume) error {
+	return &wire.UnimplementedError{Message: TypeClientResume}
 }
 
 // NewResumeBoundary returns a "chat.resume_boundary" message with its required fields (data).

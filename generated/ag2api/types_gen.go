@@ -4,8 +4,12 @@ package ag2api
 
 import "encoding/json"
 
-// A progressive update of an artifact component; agentwire records it against the
-// UI request named by corr. Unknown fields are ignored.
+// An RFC 6902 JSON Patch against the current payload of the artifact (UI request)
+// named by corr. It is applied whole or not at all; an operation that does not
+// apply gets chat.error SCHEMA_VALIDATION_FAILED naming it (details.field
+// "/patch/N", details.op) and the artifact is unchanged. The patched artifact is
+// recorded in the chat and sent to every socket as a chat.tool_call. Unknown
+// fields are ignored.
 type ArtifactPatch struct {
 	// The chat id; optional because the socket's path already names the chat. When
 	// present it must equal the path's chat_id.
@@ -21,10 +25,13 @@ type ArtifactPatch struct {
 	Type string `json:"type"`
 }
 
-// An error. Malformed client frames get one with SCHEMA_VALIDATION_FAILED and the
-// socket stays open. The table's core fields chat_id and seq are optional because
-// the document's example has neither; agentwire sends chat_id always and seq when
-// the error is persisted in the chat.
+// An error. Malformed client frames get one with SCHEMA_VALIDATION_FAILED, details
+// {"field", "reason"} naming the offending field, and the socket stays open. seq
+// is present when the error is the chat's own event (UI_TOOL_TIMEOUT); a
+// chat.error that accompanies another frame of the same event
+// (TOOL_EXECUTION_ERROR beside chat.tool_response, a run's failure before
+// chat.run_complete) and errors answering one socket's message have none. chat_id
+// is always sent.
 type ChatError struct {
 	// Fields of a chat.error frame.
 	Data ChatErrorData `json:"data"`
@@ -96,7 +103,8 @@ type InlineComponentResult struct {
 	Type string `json:"type"`
 }
 
-// The server accepted the user's answer to an input request.
+// The answer to an input request (or an approval) was accepted, from whichever
+// socket or protocol gave it; every socket of the chat receives it.
 type InputAck struct {
 	// Fields of a chat.input_ack frame.
 	Data InputAckData `json:"data"`
@@ -131,7 +139,11 @@ type InputAckData struct {
 }
 
 // An agent asks the user for input; answer with user.input.submit carrying
-// request_id. corr equals request_id.
+// request_id. corr equals request_id. Tool approvals come the same way: request_id
+// is the tool call's corr, the prompt shows what will run, and the answers are
+// approve (also yes, y), approve always, deny (also no, n) and deny and stop,
+// case-insensitive; any other text gets a chat.error and the request stays
+// pending. Manual speaker selection of a workflow asks the same way too.
 type InputRequest struct {
 	// Fields of a chat.input_request frame.
 	Data InputRequestData `json:"data"`
@@ -181,7 +193,9 @@ type InputRequestData struct {
 	TimeoutSeconds *int `json:"timeout_seconds,omitempty,omitzero"`
 }
 
-// Nobody answered an input request in time; the request is closed.
+// Nobody answered an input request within its timeout (its own, else
+// --input-timeout); the request is closed, the tool gets a timeout result and the
+// run goes on. A later answer gets UNKNOWN_REQUEST.
 type InputTimeout struct {
 	// Fields of a chat.input_timeout frame.
 	Data InputTimeoutData `json:"data"`
@@ -218,9 +232,10 @@ type InputTimeoutData struct {
 	TimeoutSeconds int `json:"timeout_seconds"`
 }
 
-// A streamed chunk of an agent's text. Chunks are not persisted turns: a client
-// groups contiguous chunks of the same agent until the chat.text that completes
-// them.
+// A streamed chunk of an agent's text; corr is the id of the message it belongs
+// to. A client groups contiguous chunks of the same agent until the chat.text that
+// completes them. In a replay the contiguous chunks of one message are coalesced
+// into one chat.print carrying the seq of the last of them.
 type Print struct {
 	// Fields of a chat.print frame.
 	Data PrintData `json:"data"`
@@ -290,8 +305,10 @@ type ResumeBoundaryData struct {
 	TotalMessages *int `json:"total_messages,omitempty,omitzero"`
 }
 
-// The run ended. reason is "completed", "cancelled", "failed" or "max_turns"; a
-// failed run is preceded by chat.error.
+// The run ended. reason is "completed" (the chat is back with the user),
+// "max_rounds" (the workflow's max_rounds, or an agent's step limit), "terminated"
+// (the termination keyword, or a "deny and stop" answer), "cancelled" or "error";
+// an errored run is preceded by a chat.error without seq.
 type RunComplete struct {
 	// Fields of a chat.run_complete frame.
 	Data RunCompleteData `json:"data"`
@@ -313,7 +330,7 @@ type RunCompleteData struct {
 	// agentwire thread id).
 	ChatID string `json:"chat_id"`
 
-	// Why the run ended.
+	// Why the run ended: completed, max_rounds, terminated, cancelled or error.
 	Reason string `json:"reason"`
 
 	// Position of this frame in the chat's stream of persisted frames, from 1; replay
@@ -385,8 +402,10 @@ type TextData struct {
 }
 
 // An agent called a tool. For UI tools, component_type names the component to
-// render, awaiting_response is true and the client answers with
-// inline_component.result carrying corr. agentwire also reports ordinary tool
+// render, awaiting_response is true, corr is the UI request id and the client
+// answers with inline_component.result carrying corr; display says inline or
+// artifact. After an artifact_patch the artifact is sent again as a chat.tool_call
+// with the same corr and the patched payload. agentwire also reports ordinary tool
 // calls this way, with awaiting_response false and an empty component_type, so a
 // UI can show them.
 type ToolCall struct {
@@ -434,7 +453,9 @@ type ToolCallData struct {
 	ToolName string `json:"tool_name"`
 }
 
-// Progress of a long-running tool.
+// Progress of a running tool: for the shell tool, status_message is the last line
+// of its latest output and progress_percent the last percentage seen in its output
+// (clamped to 0..100; 0 until one is seen).
 type ToolProgress struct {
 	// Fields of a chat.tool_progress frame.
 	Data ToolProgressData `json:"data"`
@@ -514,7 +535,9 @@ type ToolResponseData struct {
 	ToolName string `json:"tool_name"`
 }
 
-// Token use of the run so far.
+// Token use of the run so far, sent after each model call, from the provider's
+// reported usage; cost (US dollars) comes from the price table of the model in use
+// and is absent for a model the table does not price.
 type UsageSummary struct {
 	// Fields of a chat.usage_summary frame.
 	Data UsageSummaryData `json:"data"`
@@ -553,9 +576,11 @@ type UsageSummaryData struct {
 	TotalTokens int `json:"total_tokens"`
 }
 
-// Text from the user: the answer to the chat.input_request named by request_id,
-// or, without request_id, a new user turn that starts or continues the
-// conversation. Unknown fields are ignored.
+// Text from the user: the answer to the chat.input_request named by request_id
+// (for an approval, one of its listed answers), or, without request_id, a new user
+// turn that starts the workflow's run or is queued behind the running one. An
+// unknown or already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown
+// fields are ignored.
 type UserInputSubmit struct {
 	// The chat id; optional because the socket's path already names the chat. When
 	// present it must equal the path's chat_id.

@@ -18,8 +18,27 @@
 //     stays usable.
 //   - A `chat` sent while a turn of the same session is running is queued and
 //     runs after it.
-//   - `agent_message` carries a complete message; `agent_thinking` a complete
-//     reasoning block.
+//   - `agent_message` carries a complete message by default, sent when the
+//     message ends (frontends that add one bubble per `agent_message` show
+//     each message once); `agent_thinking` a complete reasoning block.
+//   - Chunks (an opt-in extension): a socket opened with `?stream=chunks`, or
+//     any socket of a server started with `--agentchat-stream=chunks` that
+//     does not ask for `?stream=message`, gets each model text chunk as its
+//     own `agent_message` as soon as it is delivered, and nothing more when
+//     the message ends: the `agent_message`s of one message concatenate to
+//     its text exactly. Nothing marks a message's end; the next frame of
+//     another kind, or the next turn's `user_message`, follows it. Any other
+//     `stream` value (empty, repeated, another spelling) refuses the upgrade
+//     with HTTP 400 `Bad stream: …`.
+//   - Nothing is replayed to a socket that joins a session: it gets the
+//     session's events from then on. The message streaming when it joins is
+//     the exception: a message socket gets it whole when it ends, and a
+//     chunks socket gets, with the message's next chunk (or its end), one
+//     `agent_message` with everything streamed before it joined, then the
+//     chunks after, so that it too receives the message exactly once.
+//     Text that is only white space so far is held back until more comes (a
+//     blank message shows as nothing in either mode). Sockets of one session
+//     may use different modes; each gets its own shape.
 package agentchatapi
 
 import (
@@ -92,99 +111,142 @@ func (ErrorEvent) isOutbound()         {}
 
 // Decode parses a frame sent by a client, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func Decode(frame []byte) (Inbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkInbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Inbound
+	switch t {
+	case TypeChat:
+		var x ChatRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateInbound checks a frame sent by a client against its schema: the checks
+// that Decode makes, with the same errors, without building the typed
+// message. Clients check what they send with it in tests.
+func ValidateInbound(frame []byte) error {
+	_, _, err := checkInbound(frame)
+	return err
+}
+
+// checkInbound parses and validates a frame sent by a client; it returns the
+// frame's type and parsed value.
+func checkInbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeChat:
-		if err := validateChatRequest("", v); err != nil {
-			return nil, err
-		}
-		var m ChatRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateChatRequest("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // DecodeOutbound parses a frame sent by the server, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func DecodeOutbound(frame []byte) (Outbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkOutbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Outbound
+	switch t {
+	case TypeUserMessage:
+		var x UserMessageEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeAgentMessage:
+		var x AgentMessageEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolCall:
+		var x ToolCallEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolResult:
+		var x ToolResultEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeAgentThinking:
+		var x AgentThinkingEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeError:
+		var x ErrorEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateOutbound checks a frame sent by the server against its schema: the checks
+// that DecodeOutbound makes, with the same errors, without building the typed
+// message. Servers check what they send with it in tests.
+func ValidateOutbound(frame []byte) error {
+	_, _, err := checkOutbound(frame)
+	return err
+}
+
+// checkOutbound parses and validates a frame sent by the server; it returns the
+// frame's type and parsed value.
+func checkOutbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeUserMessage:
-		if err := validateUserMessageEvent("", v); err != nil {
-			return nil, err
-		}
-		var m UserMessageEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUserMessageEvent("", v)
 	case TypeAgentMessage:
-		if err := validateAgentMessageEvent("", v); err != nil {
-			return nil, err
-		}
-		var m AgentMessageEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateAgentMessageEvent("", v)
 	case TypeToolCall:
-		if err := validateToolCallEvent("", v); err != nil {
-			return nil, err
-		}
-		var m ToolCallEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolCallEvent("", v)
 	case TypeToolResult:
-		if err := validateToolResultEvent("", v); err != nil {
-			return nil, err
-		}
-		var m ToolResultEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolResultEvent("", v)
 	case TypeAgentThinking:
-		if err := validateAgentThinkingEvent("", v); err != nil {
-			return nil, err
-		}
-		var m AgentThinkingEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateAgentThinkingEvent("", v)
 	case TypeError:
-		if err := validateErrorEvent("", v); err != nil {
-			return nil, err
-		}
-		var m ErrorEvent
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateErrorEvent("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // Encode returns the JSON frame of m.
@@ -208,6 +270,20 @@ func Dispatch(ctx context.Context, h Handler, m Inbound) error {
 		return h.HandleChat(ctx, m)
 	}
 	return fmt.Errorf("dispatch: unexpected message %T", m)
+}
+
+// UnimplementedHandler answers every client message with a
+// *wire.UnimplementedError, which errors.Is matches to
+// wire.ErrUnimplemented. A Handler that embeds it keeps compiling when
+// the document adds a message: the new message is answered as
+// unimplemented until the Handler gets a method for it.
+type UnimplementedHandler struct{}
+
+var _ Handler = UnimplementedHandler{}
+
+// HandleChat implements Handler.
+func (UnimplementedHandler) HandleChat(context.Context, ChatRequest) error {
+	return &wire.UnimplementedError{Message: TypeChat}
 }
 
 // NewUserMessageEvent returns a "user_message" message with its required fields (message).

@@ -2,9 +2,12 @@
 
 package agentchatapi
 
-// A complete message from the agent. agentwire sends one per finished assistant
-// message (not token deltas), and also uses it to tell the user why a tool call
-// that needs approval was not run, since this protocol cannot carry an approval.
+// A message from the agent. By default agentwire sends one per finished assistant
+// message (not token deltas); a socket that streams chunks (?stream=chunks, or
+// --agentchat-stream=chunks) gets one per model text chunk instead, and the chunks
+// of a message concatenate to its text. agentwire also uses it to tell the user
+// why a tool call that needs approval was not run, since this protocol cannot
+// carry an approval.
 type AgentMessageEvent struct {
 	// The agent's text.
 	Message string `json:"message"`

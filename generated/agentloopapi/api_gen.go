@@ -22,28 +22,77 @@
 //     `customDenyMessage` (the document's example sends null), `explanation`, and
 //     the payload of get_context_info and manual_compact. `applyPatch` may not be
 //     null (a `$ref` cannot also allow null).
-//   - user_input: `input` needs at least one item. Only message items are
-//     accepted, with `type: "message"` required, `role` one of user, system or
-//     assistant, and `content` an array of text parts; the Responses API's
-//     shorthand items, string content, images, files and function outputs are
-//     rejected. The turn runs on the `user` items' text; `system` and
-//     `assistant` items are accepted (clients replaying a transcript send them)
-//     but not fed to the model, since the thread keeps its own history.
+//   - user_input: `input` needs at least one item, each with a `type`, a `role`
+//     (user, system or assistant) and `content`, an array of parts. Only
+//     `message` items with text parts (input_text, output_text) are run; an
+//     item or part of any other type (input_image, input_file,
+//     function_call_output, ...) is answered with an error frame that names the
+//     type, and nothing is run. The turn runs on the `user` items' text: parts
+//     joined with a newline, items with a blank line; input with no user text is
+//     refused the same way. `system` and `assistant` items are accepted (clients
+//     replaying a transcript send them) but not fed to the model, since the
+//     thread keeps its own history.
 //   - `previousResponseId` is accepted and ignored, as in the original server.
 //   - Content parts are one schema whose `type` is an enum (input_text or
 //     output_text), not a union: both kinds have the same shape. Both are valid
 //     in both directions; the server sends input_text everywhere, as all of the
 //     document's examples do (its assistant example included).
 //   - approval_response carries no request id: it answers the approval request
-//     the server is waiting on; one sent while none is pending is answered with
-//     an error frame. `customDenyMessage` is used only with `no-continue`;
-//     `applyPatch` and `explanation` are accepted and ignored (the server applies
-//     the patch it asked about, and writes explanations itself).
+//     the thread is waiting on; one sent while none is pending is answered with
+//     an error frame. `customDenyMessage` is given to the model with
+//     `no-continue` (and recorded with `no-exit`). `applyPatch`, with `yes` or
+//     `always` on a patch request, is the patch as the user edited it: it is
+//     checked (an envelope that does not parse is answered with an error frame
+//     and the request stays pending) and applied instead of the model's, and the
+//     model is told. `explanation` is accepted and ignored (the server writes
+//     explanations itself).
+//   - Threads (an extension): `?thread_id=<id>` on the upgrade URL joins a
+//     thread, whichever protocol started it (an agentchat session_id, a threads
+//     UUID, a Loom or AG2 chat id); an id no thread has yet names a new thread.
+//     Without it each connection starts a new thread named by a random UUID.
+//     The first frame the server sends on every connection is a context_info
+//     whose extra `threadId` names the thread, so a client can reconnect to it
+//     (or open a second tab on it). A socket that joins with thread_id is first
+//     sent the thread's conversation so far as the frames a live client saw
+//     (items, approval requests still pending, loading states, agent_finished),
+//     then the live frames.
+//   - Several sockets may share a thread: all of them receive its frames. A
+//     socket's own user_input is not echoed to it; the others receive it as a
+//     `message` item with role user. An approval request can be answered from
+//     any of them (or over another protocol); the first answer wins, later ones
+//     get an error frame, and the sockets that did not answer are told with a
+//     system `message` item.
+//   - Queue policy: a user_input sent while a turn runs is queued and starts
+//     when the turn (and any input queued before it) ends, with its own
+//     loading_state true; nothing is sent for it until then. The exception is
+//     a turn waiting for the user's answer to a question the agent asked (an
+//     ask_user call, shown as an assistant message): the next user_input
+//     answers it. A manual_compact sent while a turn runs is queued the same
+//     way.
 //   - The document prints the approval_response example under Manual Compact;
 //     it is listed here with ApprovalResponse.
 //   - response_item's payload is a union of six item kinds told apart by
 //     `type`: message, function_call, function_call_output, local_shell_call,
 //     local_shell_call_output, reasoning. Each item is complete, never a delta.
+//     Shell commands (the bash tool) are local_shell_call items whose
+//     action.command is the command line split into words, and
+//     local_shell_call_output items; every other tool call is a function_call
+//     (arguments: the JSON object the model wrote) and function_call_output.
+//     Both outputs are JSON strings `{"output": <text>, "metadata":
+//     {"exit_code": <n>, "duration_seconds": <s>}}`: a command's exit status
+//     (124 on timeout, 128+N when killed by signal N), 0 or 1 for other
+//     tools, 1 for calls that did not run; seconds rounded to a tenth. As in
+//     the document's sequence, a call's item is sent when the call is cleared
+//     to run or its fate is known: after its approval_request has been
+//     answered, not before.
+//   - Item ids: a message's or reasoning block's id, a call's id (item id and
+//     call_id), and `output_<call id>` for outputs; agent_finished's
+//     responseId is the turn's run id.
+//   - A turn ends with loading_state false, then agent_finished, then
+//     context_info, as the document's sequences show (a turn stopped by
+//     no-exit, or cancelled, ends the same way). A turn that fails sends a
+//     system `message` item ("⚠️ ..."), an error frame with details `{code}`
+//     and loading_state false, as the document's error scenario shows.
 //     `id` is required on every item (every example has one); `call_id` is
 //     required on function_call and function_call_output and optional on
 //     local_shell_call and local_shell_call_output (their examples lack it).
@@ -56,9 +105,29 @@
 //     usagePercent is a number >= 0; reductionPercent is an unbounded number.
 //   - `strategy` is "ThresholdContextManager", the original server's name for
 //     the same threshold strategy.
-//   - error's `details` is any JSON value, null included, and may be absent.
+//   - Context accounting: tokenCount is the prompt tokens the provider
+//     reported for the thread's last model call, plus its output and what was
+//     added since, counted with OpenAI's tokenizer for OpenAI models and at
+//     about four characters per token for others; maxTokens comes from the
+//     server's table of model context sizes (--context-window overrides it);
+//     transcriptLength counts the messages the model is sent (after a
+//     compaction: the summary and the messages it kept). The thread compacts
+//     itself before a model call that would pass --compact-threshold (0.8 by
+//     default) of maxTokens; manual_compact compacts at once (or after the
+//     running turn). Either sends context_compacted. Compaction changes only
+//     what the model is sent: every client still sees the whole conversation.
+//     A manual_compact with nothing to summarise yet is answered with an error
+//     frame.
+//   - error's `details` is any JSON value, null included, and may be absent;
+//     agentwire sends `{code}` (one of invalid, unknown_type, not_found,
+//     unknown_request, busy, unavailable, internal, or a failed turn's code
+//     such as model_error) and, for an invalid frame, `path`, the JSON Pointer
+//     of the offending value.
 //   - An approval request for a patch has `command` ["apply_patch", <patch>]
-//     and the patch in `applyPatch`.
+//     and the patch in `applyPatch`, whether the model called the apply_patch
+//     tool or ran `apply_patch <<'EOF'` through the shell. Other calls that ask
+//     (file edits under the default policy) have `command` [<tool>, <its
+//     arguments as JSON>].
 package agentloopapi
 
 import (
@@ -151,135 +220,166 @@ func (ErrorMessage) isOutbound()         {}
 
 // Decode parses a frame sent by a client, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func Decode(frame []byte) (Inbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkInbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Inbound
+	switch t {
+	case TypeUserInput:
+		var x UserInputMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeApprovalResponse:
+		var x ApprovalResponseMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeGetContextInfo:
+		var x GetContextInfoMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeManualCompact:
+		var x ManualCompactMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateInbound checks a frame sent by a client against its schema: the checks
+// that Decode makes, with the same errors, without building the typed
+// message. Clients check what they send with it in tests.
+func ValidateInbound(frame []byte) error {
+	_, _, err := checkInbound(frame)
+	return err
+}
+
+// checkInbound parses and validates a frame sent by a client; it returns the
+// frame's type and parsed value.
+func checkInbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeUserInput:
-		if err := validateUserInputMessage("", v); err != nil {
-			return nil, err
-		}
-		var m UserInputMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUserInputMessage("", v)
 	case TypeApprovalResponse:
-		if err := validateApprovalResponseMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ApprovalResponseMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateApprovalResponseMessage("", v)
 	case TypeGetContextInfo:
-		if err := validateGetContextInfoMessage("", v); err != nil {
-			return nil, err
-		}
-		var m GetContextInfoMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateGetContextInfoMessage("", v)
 	case TypeManualCompact:
-		if err := validateManualCompactMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ManualCompactMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateManualCompactMessage("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // DecodeOutbound parses a frame sent by the server, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func DecodeOutbound(frame []byte) (Outbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkOutbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Outbound
+	switch t {
+	case TypeResponseItem:
+		var x ResponseItemMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeLoadingState:
+		var x LoadingStateMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeApprovalRequest:
+		var x ApprovalRequestMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeAgentFinished:
+		var x AgentFinishedMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeContextInfo:
+		var x ContextInfoMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeContextCompacted:
+		var x ContextCompactedMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeError:
+		var x ErrorMessage
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateOutbound checks a frame sent by the server against its schema: the checks
+// that DecodeOutbound makes, with the same errors, without building the typed
+// message. Servers check what they send with it in tests.
+func ValidateOutbound(frame []byte) error {
+	_, _, err := checkOutbound(frame)
+	return err
+}
+
+// checkOutbound parses and validates a frame sent by the server; it returns the
+// frame's type and parsed value.
+func checkOutbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeResponseItem:
-		if err := validateResponseItemMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ResponseItemMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateResponseItemMessage("", v)
 	case TypeLoadingState:
-		if err := validateLoadingStateMessage("", v); err != nil {
-			return nil, err
-		}
-		var m LoadingStateMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateLoadingStateMessage("", v)
 	case TypeApprovalRequest:
-		if err := validateApprovalRequestMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ApprovalRequestMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateApprovalRequestMessage("", v)
 	case TypeAgentFinished:
-		if err := validateAgentFinishedMessage("", v); err != nil {
-			return nil, err
-		}
-		var m AgentFinishedMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateAgentFinishedMessage("", v)
 	case TypeContextInfo:
-		if err := validateContextInfoMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ContextInfoMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateContextInfoMessage("", v)
 	case TypeContextCompacted:
-		if err := validateContextCompactedMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ContextCompactedMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateContextCompactedMessage("", v)
 	case TypeError:
-		if err := validateErrorMessage("", v); err != nil {
-			return nil, err
-		}
-		var m ErrorMessage
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateErrorMessage("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // Encode returns the JSON frame of m.
@@ -315,6 +415,35 @@ func Dispatch(ctx context.Context, h Handler, m Inbound) error {
 		return h.HandleManualCompact(ctx, m)
 	}
 	return fmt.Errorf("dispatch: unexpected message %T", m)
+}
+
+// UnimplementedHandler answers every client message with a
+// *wire.UnimplementedError, which errors.Is matches to
+// wire.ErrUnimplemented. A Handler that embeds it keeps compiling when
+// the document adds a message: the new message is answered as
+// unimplemented until the Handler gets a method for it.
+type UnimplementedHandler struct{}
+
+var _ Handler = UnimplementedHandler{}
+
+// HandleUserInput implements Handler.
+func (UnimplementedHandler) HandleUserInput(context.Context, UserInputMessage) error {
+	return &wire.UnimplementedError{Message: TypeUserInput}
+}
+
+// HandleApprovalResponse implements Handler.
+func (UnimplementedHandler) HandleApprovalResponse(context.Context, ApprovalResponseMessage) error {
+	return &wire.UnimplementedError{Message: TypeApprovalResponse}
+}
+
+// HandleGetContextInfo implements Handler.
+func (UnimplementedHandler) HandleGetContextInfo(context.Context, GetContextInfoMessage) error {
+	return &wire.UnimplementedError{Message: TypeGetContextInfo}
+}
+
+// HandleManualCompact implements Handler.
+func (UnimplementedHandler) HandleManualCompact(context.Context, ManualCompactMessage) error {
+	return &wire.UnimplementedError{Message: TypeManualCompact}
 }
 
 // NewResponseItemMessage returns a "response_item" message with its required fields (id, payload).
@@ -536,13 +665,6 @@ func (m MessageItem) MarshalJSON() ([]byte, error) {
 func (m ReasoningItem) MarshalJSON() ([]byte, error) {
 	type plain ReasoningItem
 	m.Type = "reasoning"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ResponseInputItem) MarshalJSON() ([]byte, error) {
-	type plain ResponseInputItem
-	m.Type = "message"
 	return json.Marshal(plain(m))
 }
 

@@ -65,10 +65,11 @@ type ApprovalRequestMessagePayload struct {
 }
 
 // The user's decision on the pending approval_request. The protocol has no request
-// id: a response answers the approval request the server is waiting on, and one
-// sent while none is pending is answered with an error frame. Unknown fields, at
-// the top level and in the payload, are ignored so that clients sending extra data
-// keep working.
+// id: a response answers the approval request the thread is waiting on, from
+// whichever socket of the thread it comes; the first answer wins, and one sent
+// while none is pending (never asked, or answered already) is answered with an
+// error frame. Unknown fields, at the top level and in the payload, are ignored so
+// that clients sending extra data keep working.
 type ApprovalResponseMessage struct {
 	// Identifies the frame. Chosen by the client: a UUID is recommended, but any
 	// string is accepted (the format is not checked). The server does not echo it;
@@ -84,14 +85,18 @@ type ApprovalResponseMessage struct {
 
 // The decision and its optional details.
 type ApprovalResponseMessagePayload struct {
-	// The patch under review, as a client may send it back. Accepted and ignored: the
-	// server applies the patch it asked about, never one supplied here. Unlike the
-	// other optional fields it may not be null (a $ref cannot also allow null).
+	// With yes or always on a patch request: the patch as the user edited it. It must
+	// be a valid patch envelope (otherwise the server answers with an error frame and
+	// the request stays pending); it is applied instead of the model's patch, and the
+	// model is told what was applied. Ignored with the other reviews. The server's
+	// own patch sent back unchanged is the same as no edit. Unlike the other optional
+	// fields it may not be null (a $ref cannot also allow null).
 	ApplyPatch *ApplyPatchCommand `json:"applyPatch,omitempty,omitzero"`
 
-	// With no-continue, the text the model is given instead of the default refusal
-	// message; ignored with other decisions. null is treated as absent (the
-	// document's example sends null).
+	// With no-continue, what the model is told after "aborted" instead of the default
+	// message asking it to carry on without the call; recorded with no-exit; ignored
+	// with other reviews. null is treated as absent (the document's example sends
+	// null).
 	CustomDenyMessage *string `json:"customDenyMessage,omitempty,omitzero"`
 
 	// Accepted for compatibility with Codex's CommandConfirmation and ignored: an
@@ -100,13 +105,14 @@ type ApprovalResponseMessagePayload struct {
 	Explanation *string `json:"explanation,omitempty,omitzero"`
 
 	// The decision. yes: run the command (or apply the patch) this once. always: run
-	// it and remember its program name (apply_patch for patches), so later commands
-	// of that program in this conversation run without asking. no-continue: do not
-	// run it; the model is told it was refused, with customDenyMessage or a default
-	// message asking it to carry on without it, and the turn goes on. no-exit: do not
-	// run it and end the turn. explain: the server sends an explanation of the
-	// command as an assistant response_item, then sends the same approval_request
-	// again.
+	// it and remember its program name (apply_patch for patches) for this thread, in
+	// its log, so later commands of that program in this thread run without asking,
+	// also after a server restart, and never in another thread. no-continue: do not
+	// run it; the model is told "aborted" and customDenyMessage or a default message
+	// asking it to carry on without it, and the turn goes on. no-exit: do not run it
+	// and end the turn (loading_state false, agent_finished). explain: the server
+	// sends an explanation of the command as an assistant response_item, then sends
+	// the same approval_request again.
 	Review string `json:"review"`
 }
 
@@ -158,8 +164,11 @@ type ContextCompactedMessagePayload struct {
 }
 
 // How much of the model's context window the conversation uses: the answer to
-// get_context_info, also sent after every agent_finished. Tokens are estimated at
-// about four characters each.
+// get_context_info, also sent after every agent_finished, and as the first frame
+// of every connection (with threadId). tokenCount starts from the prompt tokens
+// the provider reported for the last model call and adds an estimate of what came
+// since (OpenAI's tokenizer for OpenAI models, about four characters per token for
+// others).
 type ContextInfoMessage struct {
 	// Identifies the frame: a fresh random UUID (version 4) that the server generates
 	// for every frame it sends. A reply never reuses the id of the client frame it
@@ -175,7 +184,8 @@ type ContextInfoMessage struct {
 
 // The usage figures.
 type ContextInfoMessagePayload struct {
-	// The model's context window, in tokens.
+	// The model's context window, in tokens, from the server's table of model context
+	// sizes or its --context-window flag.
 	MaxTokens int `json:"maxTokens"`
 
 	// The name of the context strategy. agentwire sends "ThresholdContextManager",
@@ -183,10 +193,19 @@ type ContextInfoMessagePayload struct {
 	// use passes a threshold (80% by default).
 	Strategy string `json:"strategy"`
 
-	// Estimated tokens the conversation's history takes.
+	// The thread the connection follows (an agentwire extension): sent in the first
+	// frame of every connection, so that a client can rejoin the thread with
+	// ?thread_id= or open another socket on it. Absent from later context_info
+	// frames.
+	ThreadID *string `json:"threadId,omitempty,omitzero"`
+
+	// Tokens the conversation's next prompt takes: the provider's count for the last
+	// model call (or the last compaction's), plus an estimate of what was added
+	// since.
 	TokenCount int `json:"tokenCount"`
 
-	// How many items the history holds.
+	// How many messages the model is sent: after a compaction, the summary and the
+	// recent messages it kept.
 	TranscriptLength int `json:"transcriptLength"`
 
 	// tokenCount as a percentage of maxTokens (may be fractional).
@@ -212,7 +231,11 @@ type ErrorMessage struct {
 // What went wrong.
 type ErrorMessagePayload struct {
 	// Optional further information: any JSON value, null included (the document's
-	// examples send null and an object).
+	// examples send null and an object). agentwire sends an object with `code`
+	// (invalid, unknown_type, not_found, unknown_request, busy, unavailable,
+	// internal, or a failed turn's code such as model_error) and, for a frame that
+	// does not match its schema, `path` (the JSON Pointer of the offending value) and
+	// `type` (the frame's type).
 	Details json.RawMessage `json:"details,omitempty,omitzero"`
 
 	// A short, human-readable statement of the error.
@@ -272,17 +295,18 @@ type GetContextInfoMessage struct {
 // Optional and empty; any members are ignored. null is treated as absent.
 type GetContextInfoMessagePayload map[string]interface{}
 
-// One text part of an input message. One schema with an enum for `type` rather
-// than a union, because both kinds have the same shape. Only text parts are
-// accepted (no images or files). Unknown fields are ignored.
+// One part of an input message. Only text parts run; a part of another type
+// (input_image, input_file, ...) is accepted by the schema so that the server can
+// answer with an error frame that names its type, and nothing is run. Unknown
+// fields are ignored.
 type InputContentPart struct {
-	// The text of the part.
+	// The text of the part; required, also for the types the server refuses.
 	Text string `json:"text"`
 
-	// The part's kind. input_text is what clients send for user text; output_text
-	// (the Responses API's kind for assistant text) is accepted too so that a client
-	// replaying a transcript is not rejected. The server reads the text of both the
-	// same way.
+	// The part's kind: input_text, or output_text (the Responses API's kind for
+	// assistant text, accepted so that a client replaying a transcript is not
+	// rejected); the server reads the text of both the same way. Any other type is
+	// answered with an error frame naming it.
 	Type string `json:"type"`
 }
 
@@ -406,9 +430,11 @@ type ReasoningItem struct {
 	Type string `json:"type"`
 }
 
-// One item of a user_input. Of the Responses API's input item kinds, only messages
-// with a `type` and an array `content` are accepted (the shorthand without `type`,
-// string content, and function call outputs are not). Unknown fields are ignored.
+// One item of a user_input. Only message items run; an item of another type
+// (function_call_output, ...) is accepted by the schema so that the server can
+// answer with an error frame that names its type, and nothing is run. String
+// content and the Responses API's shorthand without `type` are not accepted.
+// Unknown fields are ignored.
 type ResponseInputItem struct {
 	// The item's text parts, joined in order.
 	Content []InputContentPart `json:"content"`
@@ -419,7 +445,8 @@ type ResponseInputItem struct {
 	// the thread's own history is the context.
 	Role string `json:"role"`
 
-	// Always "message"; required here, although the Responses API lets it be omitted.
+	// The item's kind: "message" runs; any other type is answered with an error frame
+	// naming it. Required here, although the Responses API lets it be omitted.
 	Type string `json:"type"`
 }
 

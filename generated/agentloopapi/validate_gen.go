@@ -8,10 +8,9 @@ import (
 
 var enum1 = []any{"yes", "no-exit", "no-continue", "always", "explain"}
 var enum2 = []any{"input_text", "output_text"}
-var enum3 = []any{"input_text", "output_text"}
-var enum4 = []any{"in_progress", "completed", "incomplete"}
-var enum5 = []any{"assistant", "system", "user"}
-var enum6 = []any{"user", "system", "assistant"}
+var enum3 = []any{"in_progress", "completed", "incomplete"}
+var enum4 = []any{"assistant", "system", "user"}
+var enum5 = []any{"user", "system", "assistant"}
 
 // validateAgentFinishedMessage checks v, found at path p, against agent_finished.json.
 func validateAgentFinishedMessage(p string, v any) error {
@@ -474,7 +473,7 @@ func validateContextInfoMessage(p string, v any) error {
 							if err := wire.Required(q1, o1, "tokenCount", "usagePercent", "transcriptLength", "maxTokens", "strategy"); err != nil {
 								return err
 							}
-							if err := wire.Closed(q1, o1, "tokenCount", "usagePercent", "transcriptLength", "maxTokens", "strategy"); err != nil {
+							if err := wire.Closed(q1, o1, "tokenCount", "usagePercent", "transcriptLength", "maxTokens", "strategy", "threadId"); err != nil {
 								return err
 							}
 							if x1, ok := o1["tokenCount"]; ok {
@@ -532,6 +531,14 @@ func validateContextInfoMessage(p string, v any) error {
 							if x1, ok := o1["strategy"]; ok {
 								{
 									_, _, err := wire.String(wire.Field(q1, "strategy"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["threadId"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "threadId"), x1, false)
 									if err != nil {
 										return err
 									}
@@ -796,9 +803,6 @@ func validateInputContentPart(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "type"), x0, enum3, "\"input_text\", \"output_text\""); err != nil {
-					return err
-				}
 			}
 			if x0, ok := o0["text"]; ok {
 				{
@@ -961,7 +965,7 @@ func validateLocalShellCallItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "status"), x0, enum4, "\"in_progress\", \"completed\", \"incomplete\""); err != nil {
+				if err := wire.Enum(wire.Field(p, "status"), x0, enum3, "\"in_progress\", \"completed\", \"incomplete\""); err != nil {
 					return err
 				}
 			}
@@ -1118,7 +1122,7 @@ func validateMessageItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "role"), x0, enum5, "\"assistant\", \"system\", \"user\""); err != nil {
+				if err := wire.Enum(wire.Field(p, "role"), x0, enum4, "\"assistant\", \"system\", \"user\""); err != nil {
 					return err
 				}
 			}
@@ -1234,9 +1238,6 @@ func validateResponseInputItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Const(wire.Field(p, "type"), x0, "message", "\"message\""); err != nil {
-					return err
-				}
 			}
 			if x0, ok := o0["role"]; ok {
 				{
@@ -1245,7 +1246,7 @@ func validateResponseInputItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "role"), x0, enum6, "\"user\", \"system\", \"assistant\""); err != nil {
+				if err := wire.Enum(wire.Field(p, "role"), x0, enum5, "\"user\", \"system\", \"assistant\""); err != nil {
 					return err
 				}
 			}

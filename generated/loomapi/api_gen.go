@@ -12,9 +12,11 @@
 // Choices where the documents are silent or disagree:
 //   - Path: agentwire serves the protocol at `/loom` on its main listener, and also answers
 //     WebSocket upgrade requests to `/` (the document's own route) with it.
-//   - Requests on one socket are handled one at a time, in the order they arrive (as the
-//     original server did): a `ping` sent during a run is answered after the run's `run_end`
-//     or `error`.
+//   - Runs on one socket run one at a time, in the order their `run` requests arrive (as the
+//     original server did): a `run` sent while another is running starts after that one's
+//     `run_end` or `error`. The other requests are answered at once, also while a run streams
+//     (so that `ping`, `cancel` and `tool_approval_response` work during a run); their answers
+//     may come between a run's frames, which the run id tells apart.
 //   - Unknown fields in requests are ignored and an optional request field sent as `null`
 //     is treated as absent; server frames carry exactly the fields the schemas name.
 //   - Run id: the `id` of a `run` request, when given and not empty, is the run id;
@@ -46,19 +48,46 @@
 //   - `user_messages`: agentwire's thread log is always the message store, so the
 //     "no store configured" answer never happens; an unknown thread has no messages. The
 //     list holds the thread's user messages and complete assistant replies (no tool calls,
-//     tool results or reasoning). A message's position (the document's seq) is its 1-based
-//     index in that list; `before` bounds it (exclusive), the answer holds the newest
-//     `limit` messages below it, oldest first, and `has_more` (always sent) says older ones
-//     exist. `limit` defaults to 100, is clamped to 1000 when larger (the original cap) and
-//     must be at least 1. An empty `thread_id` is rejected like a missing one.
+//     tool results or reasoning). Each message carries `seq` (agentwire's addition): its
+//     position in the thread's log, the value `before` compares (exclusive). The answer
+//     holds the newest `limit` messages below `before`, oldest first, and `has_more`
+//     (always sent) is true exactly when older ones exist. `limit` defaults to 100, is
+//     clamped to 1000 when larger (the original cap) and must be at least 1. An empty
+//     `thread_id` is rejected like a missing one.
 //   - `error`: `id` is the run id for a failed run, otherwise the failed request's id
 //     whenever it can be read from the frame. For a frame that fails validation the text is
-//     `<JSON Pointer>: <reason>` (the reason alone when the whole frame is wrong). After a
-//     failed run the socket stays open: §6 leaves closing to the implementation (§2 says
-//     the original server closed it).
-//   - `tool_approval` is sent when a tool call waits for approval; Loom has no request that
-//     answers it, so it is answered over another protocol on the same thread or by the
-//     server's approval policy.
+//     `<JSON Pointer>: <reason>` (the reason alone when the whole frame is wrong), and the
+//     socket stays open. A run that fails (the model or a tool fails, or the run request is
+//     refused: a `working_folder` outside `--workdir`, a busy server) gets one `error` with
+//     the run id and then the socket is closed (1000, "run failed"), as §2 says the original
+//     server did. A run cancelled by `cancel` ends with `error` "cancelled", and a run stopped
+//     by a `deny_stop` decision with `error` "denied"; the socket stays open after both.
+//   - `tool_approval` is sent when a tool call waits for a person's approval (under the
+//     server's approval policy: commands that are not read-only and file edits). The
+//     documents have no request that answers it; agentwire adds `tool_approval_response`
+//     (approve, approve_always, deny, deny_stop) and `cancel`, marked as agentwire's
+//     additions. Until an answer arrives the run waits, also after its socket closed; the
+//     answer may come from any Loom socket or from another protocol on the same thread.
+//   - The state snapshots: after every `node_exit` the run sends `updates` (the node name and
+//     the part of the state that node changed), `values` (the whole state) and `checkpoint`
+//     (the whole state with a checkpoint id, the time, the step — the number of nodes run so
+//     far — the thread id and an empty `checkpoint_ns`). The state is an object with
+//     `messages` (the run's conversation: user message, assistant text, tool calls and tool
+//     results, as `{role, content}` with `tool_calls`/`call_id` where they apply), `turns`
+//     (model calls so far) and, for the strategies that have them, `tot` (depth, candidates,
+//     chosen) and `got` (the plan's nodes with their status).
+//   - `message_chunk` carries the assistant's text as it streams: whether a model turn's
+//     text is the final answer is known only when the turn ends, so the text said before a
+//     tool call and a GoT sub-task's answer are chunks too; `run_end.reply` is the final
+//     answer alone. `thought_chunk` carries the model's reasoning and the strategies' own
+//     deliberation (dup's understanding and plan, ToT's candidates and scores, GoT's plan
+//     and assessments).
+//   - `custom` carries what happens in a run that Loom has no event for, as
+//     `{"kind": ..., ...}`: an approval's outcome (`tool_approval_resolved`), a tool's
+//     progress (`tool_progress`), a question to the user (`input_requested` with
+//     `request_id`, `prompt` and `secret`, answered with agentwire's `input_response`;
+//     `input_provided`, `input_timed_out`), a UI component (`ui_requested`, `ui_resolved`)
+//     and a context compaction (`context_compacted`).
 //   - The reply line of loom-stream-events.md §5 (`reply` with the envelope fields, no
 //     `type`) is not a WebSocket message: over the WebSocket those fields travel in
 //     `run_end`. Its schema is kept as the component schema `Reply` for line-based
@@ -78,15 +107,18 @@ const Address = "/loom"
 
 // Message types, the values of each frame's "type".
 const (
-	TypeRun            = "run"
-	TypeToolsList      = "tools_list"
-	TypeToolShow       = "tool_show"
-	TypeUserMessages   = "user_messages"
-	TypePing           = "ping"
-	TypeRunStreamEvent = "run_stream_event"
-	TypeRunEnd         = "run_end"
-	TypePong           = "pong"
-	TypeError          = "error"
+	TypeRun                  = "run"
+	TypeToolsList            = "tools_list"
+	TypeToolShow             = "tool_show"
+	TypeUserMessages         = "user_messages"
+	TypePing                 = "ping"
+	TypeToolApprovalResponse = "tool_approval_response"
+	TypeCancel               = "cancel"
+	TypeInputResponse        = "input_response"
+	TypeRunStreamEvent       = "run_stream_event"
+	TypeRunEnd               = "run_end"
+	TypePong                 = "pong"
+	TypeError                = "error"
 )
 
 // Message is any message of the protocol.
@@ -128,6 +160,18 @@ func (PingRequest) MessageType() string { return TypePing }
 func (PingRequest) isInbound()          {}
 
 // MessageType implements Message.
+func (ToolApprovalResponseRequest) MessageType() string { return TypeToolApprovalResponse }
+func (ToolApprovalResponseRequest) isInbound()          {}
+
+// MessageType implements Message.
+func (CancelRequest) MessageType() string { return TypeCancel }
+func (CancelRequest) isInbound()          {}
+
+// MessageType implements Message.
+func (InputResponseRequest) MessageType() string { return TypeInputResponse }
+func (InputResponseRequest) isInbound()          {}
+
+// MessageType implements Message.
 func (RunStreamEventResponse) MessageType() string { return TypeRunStreamEvent }
 func (RunStreamEventResponse) isOutbound()         {}
 
@@ -157,144 +201,190 @@ func (ErrorResponse) isOutbound()         {}
 
 // Decode parses a frame sent by a client, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func Decode(frame []byte) (Inbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkInbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Inbound
+	switch t {
+	case TypeRun:
+		var x RunRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolsList:
+		var x ToolsListRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolShow:
+		var x ToolShowRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeUserMessages:
+		var x UserMessagesRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypePing:
+		var x PingRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolApprovalResponse:
+		var x ToolApprovalResponseRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeCancel:
+		var x CancelRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeInputResponse:
+		var x InputResponseRequest
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateInbound checks a frame sent by a client against its schema: the checks
+// that Decode makes, with the same errors, without building the typed
+// message. Clients check what they send with it in tests.
+func ValidateInbound(frame []byte) error {
+	_, _, err := checkInbound(frame)
+	return err
+}
+
+// checkInbound parses and validates a frame sent by a client; it returns the
+// frame's type and parsed value.
+func checkInbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeRun:
-		if err := validateRunRequest("", v); err != nil {
-			return nil, err
-		}
-		var m RunRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateRunRequest("", v)
 	case TypeToolsList:
-		if err := validateToolsListRequest("", v); err != nil {
-			return nil, err
-		}
-		var m ToolsListRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolsListRequest("", v)
 	case TypeToolShow:
-		if err := validateToolShowRequest("", v); err != nil {
-			return nil, err
-		}
-		var m ToolShowRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolShowRequest("", v)
 	case TypeUserMessages:
-		if err := validateUserMessagesRequest("", v); err != nil {
-			return nil, err
-		}
-		var m UserMessagesRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUserMessagesRequest("", v)
 	case TypePing:
-		if err := validatePingRequest("", v); err != nil {
-			return nil, err
-		}
-		var m PingRequest
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validatePingRequest("", v)
+	case TypeToolApprovalResponse:
+		err = validateToolApprovalResponseRequest("", v)
+	case TypeCancel:
+		err = validateCancelRequest("", v)
+	case TypeInputResponse:
+		err = validateInputResponseRequest("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // DecodeOutbound parses a frame sent by the server, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
-// *wire.Error with the JSON Pointer of the offending value and the reason.
+// *wire.Error with the kind of violation, the message type once it is
+// known, the JSON Pointer of the offending value and the reason.
 func DecodeOutbound(frame []byte) (Outbound, error) {
-	v, err := wire.Parse(frame)
+	t, v, err := checkOutbound(frame)
 	if err != nil {
 		return nil, err
+	}
+	var m Outbound
+	switch t {
+	case TypeRunStreamEvent:
+		var x RunStreamEventResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeRunEnd:
+		var x RunEndResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolsList:
+		var x ToolsListResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeToolShow:
+		var x ToolShowResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeUserMessages:
+		var x UserMessagesResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypePong:
+		var x PongResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeError:
+		var x ErrorResponse
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	default:
+		return nil, wire.UnknownType(t)
+	}
+	if err != nil {
+		return nil, wire.WithMessage(err, t)
+	}
+	return m, nil
+}
+
+// ValidateOutbound checks a frame sent by the server against its schema: the checks
+// that DecodeOutbound makes, with the same errors, without building the typed
+// message. Servers check what they send with it in tests.
+func ValidateOutbound(frame []byte) error {
+	_, _, err := checkOutbound(frame)
+	return err
+}
+
+// checkOutbound parses and validates a frame sent by the server; it returns the
+// frame's type and parsed value.
+func checkOutbound(frame []byte) (string, any, error) {
+	v, err := wire.Parse(frame)
+	if err != nil {
+		return "", nil, err
 	}
 	t, err := wire.MessageType(v)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch t {
 	case TypeRunStreamEvent:
-		if err := validateRunStreamEventResponse("", v); err != nil {
-			return nil, err
-		}
-		var m RunStreamEventResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateRunStreamEventResponse("", v)
 	case TypeRunEnd:
-		if err := validateRunEndResponse("", v); err != nil {
-			return nil, err
-		}
-		var m RunEndResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateRunEndResponse("", v)
 	case TypeToolsList:
-		if err := validateToolsListResponse("", v); err != nil {
-			return nil, err
-		}
-		var m ToolsListResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolsListResponse("", v)
 	case TypeToolShow:
-		if err := validateToolShowResponse("", v); err != nil {
-			return nil, err
-		}
-		var m ToolShowResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateToolShowResponse("", v)
 	case TypeUserMessages:
-		if err := validateUserMessagesResponse("", v); err != nil {
-			return nil, err
-		}
-		var m UserMessagesResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateUserMessagesResponse("", v)
 	case TypePong:
-		if err := validatePongResponse("", v); err != nil {
-			return nil, err
-		}
-		var m PongResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validatePongResponse("", v)
 	case TypeError:
-		if err := validateErrorResponse("", v); err != nil {
-			return nil, err
-		}
-		var m ErrorResponse
-		if err := wire.UnmarshalParsed(frame, v, &m); err != nil {
-			return nil, err
-		}
-		return m, nil
+		err = validateErrorResponse("", v)
+	default:
+		return t, nil, wire.UnknownType(t)
 	}
-	return nil, wire.UnknownType(t)
+	if err != nil {
+		return t, nil, wire.WithMessage(err, t)
+	}
+	return t, v, nil
 }
 
 // Encode returns the JSON frame of m.
@@ -317,6 +407,12 @@ type Handler interface {
 	HandleUserMessagesRequest(ctx context.Context, m UserMessagesRequest) error
 	// HandlePingRequest handles "ping": Keepalive; answered with pong
 	HandlePingRequest(ctx context.Context, m PingRequest) error
+	// HandleToolApprovalResponseRequest handles "tool_approval_response": Answer a tool_approval; agentwire's addition to the protocol
+	HandleToolApprovalResponseRequest(ctx context.Context, m ToolApprovalResponseRequest) error
+	// HandleCancelRequest handles "cancel": Cancel a running run; agentwire's addition to the protocol
+	HandleCancelRequest(ctx context.Context, m CancelRequest) error
+	// HandleInputResponseRequest handles "input_response": Answer a question the agent asked; agentwire's addition to the protocol
+	HandleInputResponseRequest(ctx context.Context, m InputResponseRequest) error
 }
 
 // Dispatch calls the Handler method for m's type.
@@ -332,8 +428,63 @@ func Dispatch(ctx context.Context, h Handler, m Inbound) error {
 		return h.HandleUserMessagesRequest(ctx, m)
 	case PingRequest:
 		return h.HandlePingRequest(ctx, m)
+	case ToolApprovalResponseRequest:
+		return h.HandleToolApprovalResponseRequest(ctx, m)
+	case CancelRequest:
+		return h.HandleCancelRequest(ctx, m)
+	case InputResponseRequest:
+		return h.HandleInputResponseRequest(ctx, m)
 	}
 	return fmt.Errorf("dispatch: unexpected message %T", m)
+}
+
+// UnimplementedHandler answers every client message with a
+// *wire.UnimplementedError, which errors.Is matches to
+// wire.ErrUnimplemented. A Handler that embeds it keeps compiling when
+// the document adds a message: the new message is answered as
+// unimplemented until the Handler gets a method for it.
+type UnimplementedHandler struct{}
+
+var _ Handler = UnimplementedHandler{}
+
+// HandleRunRequest implements Handler.
+func (UnimplementedHandler) HandleRunRequest(context.Context, RunRequest) error {
+	return &wire.UnimplementedError{Message: TypeRun}
+}
+
+// HandleToolsListRequest implements Handler.
+func (UnimplementedHandler) HandleToolsListRequest(context.Context, ToolsListRequest) error {
+	return &wire.UnimplementedError{Message: TypeToolsList}
+}
+
+// HandleToolShowRequest implements Handler.
+func (UnimplementedHandler) HandleToolShowRequest(context.Context, ToolShowRequest) error {
+	return &wire.UnimplementedError{Message: TypeToolShow}
+}
+
+// HandleUserMessagesRequest implements Handler.
+func (UnimplementedHandler) HandleUserMessagesRequest(context.Context, UserMessagesRequest) error {
+	return &wire.UnimplementedError{Message: TypeUserMessages}
+}
+
+// HandlePingRequest implements Handler.
+func (UnimplementedHandler) HandlePingRequest(context.Context, PingRequest) error {
+	return &wire.UnimplementedError{Message: TypePing}
+}
+
+// HandleToolApprovalResponseRequest implements Handler.
+func (UnimplementedHandler) HandleToolApprovalResponseRequest(context.Context, ToolApprovalResponseRequest) error {
+	return &wire.UnimplementedError{Message: TypeToolApprovalResponse}
+}
+
+// HandleCancelRequest implements Handler.
+func (UnimplementedHandler) HandleCancelRequest(context.Context, CancelRequest) error {
+	return &wire.UnimplementedError{Message: TypeCancel}
+}
+
+// HandleInputResponseRequest implements Handler.
+func (UnimplementedHandler) HandleInputResponseRequest(context.Context, InputResponseRequest) error {
+	return &wire.UnimplementedError{Message: TypeInputResponse}
 }
 
 // NewRunStreamEventResponse returns a "run_stream_event" message with its required fields (id, event).
@@ -598,6 +749,13 @@ func (u *ProtocolEvent) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON encodes m with its constant fields set.
+func (m CancelRequest) MarshalJSON() ([]byte, error) {
+	type plain CancelRequest
+	m.Type = "cancel"
+	return json.Marshal(plain(m))
+}
+
+// MarshalJSON encodes m with its constant fields set.
 func (m ErrorResponse) MarshalJSON() ([]byte, error) {
 	type plain ErrorResponse
 	m.Type = "error"
@@ -773,6 +931,13 @@ func (m ValuesEvent) MarshalJSON() ([]byte, error) {
 }
 
 // MarshalJSON encodes m with its constant fields set.
+func (m InputResponseRequest) MarshalJSON() ([]byte, error) {
+	type plain InputResponseRequest
+	m.Type = "input_response"
+	return json.Marshal(plain(m))
+}
+
+// MarshalJSON encodes m with its constant fields set.
 func (m PingRequest) MarshalJSON() ([]byte, error) {
 	type plain PingRequest
 	m.Type = "ping"
@@ -804,6 +969,13 @@ func (m RunRequest) MarshalJSON() ([]byte, error) {
 func (m RunStreamEventResponse) MarshalJSON() ([]byte, error) {
 	type plain RunStreamEventResponse
 	m.Type = "run_stream_event"
+	return json.Marshal(plain(m))
+}
+
+// MarshalJSON encodes m with its constant fields set.
+func (m ToolApprovalResponseRequest) MarshalJSON() ([]byte, error) {
+	type plain ToolApprovalResponseRequest
+	m.Type = "tool_approval_response"
 	return json.Marshal(plain(m))
 }
 

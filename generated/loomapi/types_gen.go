@@ -4,6 +4,24 @@ package loomapi
 
 import "encoding/json"
 
+// agentwire's addition to the Loom protocol: cancel a running run. The run stops
+// (a waiting tool approval is dropped, its tool never runs) and ends with an error
+// frame carrying the run id and the text "cancelled" instead of its run_end; the
+// socket stays open. A run that is not running (unknown, finished, or still queued
+// behind another run of its thread) gets an error with the request's id. Unknown
+// fields are ignored and an optional field sent as null is treated as absent.
+type CancelRequest struct {
+	// The run id, as on the run's run_stream_event frames.
+	ID string `json:"id"`
+
+	// The thread of the run (the session_id of its events). Optional: needed only
+	// when the run was not started by a Loom socket of this server.
+	ThreadID *string `json:"thread_id,omitempty,omitzero"`
+
+	// Always "cancel".
+	Type string `json:"type"`
+}
+
 // The run's state was saved. The document names the fields without types or
 // optionality; all six are required here and their types are the ones the original
 // server sent. Envelope fields (session_id, node_id, event_id) sit beside the
@@ -234,6 +252,34 @@ type GotPlanEvent struct {
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_plan".
+	Type string `json:"type"`
+}
+
+// agentwire's addition to the Loom protocol: the answer to a question the agent
+// asked during a run (its ask_user tool), which the run's stream shows as a custom
+// event {"kind": "input_requested", "request_id", "prompt", "secret"}. Until it is
+// answered (here, or over another protocol on the same thread) the run waits.
+// Nothing is sent back on success: the run's stream goes on. A question that is
+// not waiting (never asked, answered already, timed out) gets an error with the
+// request's id. Unknown fields are ignored and an optional field sent as null is
+// treated as absent.
+type InputResponseRequest struct {
+	// The run id, as on the run's run_stream_event frames. With it the server finds
+	// the run's thread when the run was started on this server by a Loom socket;
+	// otherwise give thread_id.
+	ID string `json:"id"`
+
+	// The request_id of the input_requested custom event answered.
+	RequestID string `json:"request_id"`
+
+	// The answer.
+	Text string `json:"text"`
+
+	// The thread of the run (the session_id of its events). Optional: needed only
+	// when the run was not started by a Loom socket of this server.
+	ThreadID *string `json:"thread_id,omitempty,omitzero"`
+
+	// Always "input_response".
 	Type string `json:"type"`
 }
 
@@ -508,11 +554,12 @@ type TokenUsage struct {
 	TotalTokens int `json:"total_tokens"`
 }
 
-// The tool call waits for a person's approval before it runs. Loom has no request
-// that answers it: the approval is given where the thread's approvals are answered
-// (another protocol on the same thread, or the server's approval policy). Envelope
-// fields (session_id, node_id, event_id) sit beside the payload and are all
-// optional.
+// The tool call waits for a person's approval before it runs (under the server's
+// approval policy). The documents have no request that answers it; agentwire adds
+// tool_approval_response, which any Loom socket may send, and the same approval
+// can be answered over another protocol on the same thread. Until it is answered
+// the run waits. Envelope fields (session_id, node_id, event_id) sit beside the
+// payload and are all optional.
 type ToolApprovalEvent struct {
 	// The arguments it would run with, a JSON object.
 	Arguments ToolApprovalEventArguments `json:"arguments"`
@@ -546,6 +593,45 @@ type ToolApprovalEvent struct {
 
 // The arguments it would run with, a JSON object.
 type ToolApprovalEventArguments map[string]interface{}
+
+// agentwire's addition to the Loom protocol (the documents define tool_approval
+// but no request that answers it): a person's decision on a tool call that waits
+// for approval. Until one arrives the run waits and the tool does not run, even
+// after the socket that started the run has closed; any Loom socket of the thread
+// (or a client of another protocol on the same thread) may answer, and the first
+// answer wins. Nothing is sent back on success: the run's stream goes on
+// (tool_start ... tool_end for an approved call, tool_end with is_error for a
+// denied one). A call that is not waiting (never asked, answered already) gets an
+// error with the request's id. Unknown fields are ignored and an optional field
+// sent as null is treated as absent.
+type ToolApprovalResponseRequest struct {
+	// The call_id of the tool_approval event answered.
+	CallID string `json:"call_id"`
+
+	// approve runs this call; approve_always runs it and, for the rest of the thread,
+	// every later call of the same kind (the same program for bash, the same tool
+	// otherwise) without asking; deny refuses it, the model is told (with message)
+	// and goes on; deny_stop refuses it and ends the run, which ends with an error
+	// "denied".
+	Decision string `json:"decision"`
+
+	// The run id, as on the run's run_stream_event frames. With it the server finds
+	// the run's thread when the run was started on this server by a Loom socket;
+	// otherwise give thread_id.
+	ID string `json:"id"`
+
+	// With deny or deny_stop: what the model is told about the refusal. Ignored
+	// otherwise. Optional.
+	Message *string `json:"message,omitempty,omitzero"`
+
+	// The thread of the run (the session_id of its events). Optional: needed only
+	// when the run was not started by a Loom socket of this server (another protocol,
+	// another node of a cluster).
+	ThreadID *string `json:"thread_id,omitempty,omitzero"`
+
+	// Always "tool_approval_response".
+	Type string `json:"type"`
+}
 
 // A piece of a tool call's arguments as the model streams them; joined in order
 // they are the arguments of the tool_call that follows. Envelope fields
@@ -966,6 +1052,12 @@ type UserMessageItem struct {
 	// Who wrote it. agentwire lists the thread's user messages and the complete
 	// assistant replies; tool calls, tool results and reasoning are not listed.
 	Role string `json:"role"`
+
+	// agentwire's addition: the message's position in its thread's event log (a
+	// positive integer, increasing from older to newer messages, not contiguous). It
+	// is the value a user_messages request's before compares: to page back, send the
+	// seq of the oldest message loaded so far.
+	Seq *int `json:"seq,omitempty,omitzero"`
 }
 
 // Asks for the stored messages of a thread, a page at a time; answered with a
@@ -973,19 +1065,17 @@ type UserMessageItem struct {
 // are accepted and dropped, so that clients sending extra fields keep working),
 // and an optional field sent as null is treated as absent.
 type UserMessagesRequest struct {
-	// Paging cursor: only messages whose position is lower are returned. A message's
-	// position is its 1-based index among the thread's listed messages, oldest first
-	// (the document calls it seq). The listed items carry no position (the document
-	// gives them none), so a client derives the cursor from what it has already
-	// loaded. Absent: no upper bound.
+	// Paging cursor: only messages whose seq is lower are returned (each listed
+	// message carries its seq, an agentwire addition). Absent: no upper bound, the
+	// newest messages.
 	Before *int `json:"before,omitempty,omitzero"`
 
 	// Request id; the response echoes it.
 	ID string `json:"id"`
 
-	// Largest number of messages to return: the newest ones below before. Default
-	// 100; a larger value than 1000 is treated as 1000 (the cap of the original
-	// server) rather than refused.
+	// Largest number of messages to return: the newest ones below before, listed
+	// oldest first. Default 100; a value larger than 1000 is treated as 1000 (the cap
+	// of the original server) rather than refused.
 	Limit *int `json:"limit,omitempty,omitzero"`
 
 	// The thread whose messages are listed. Required and not empty (an empty one is

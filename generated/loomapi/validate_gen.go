@@ -8,8 +8,57 @@ import (
 
 var enum1 = []any{"react", "dup", "tot", "got"}
 var enum2 = []any{"react", "dup", "tot", "got"}
-var enum3 = []any{"yaml", "json", nil}
-var enum4 = []any{"system", "user", "assistant"}
+var enum3 = []any{"approve", "approve_always", "deny", "deny_stop"}
+var enum4 = []any{"yaml", "json", nil}
+var enum5 = []any{"system", "user", "assistant"}
+
+// validateCancelRequest checks v, found at path p, against cancel_request.json.
+func validateCancelRequest(p string, v any) error {
+	{
+		o0, err := wire.Object(p, v, false)
+		if err != nil {
+			return err
+		}
+		if o0 != nil {
+			if err := wire.Required(p, o0, "type", "id"); err != nil {
+				return err
+			}
+			if x0, ok := o0["type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Const(wire.Field(p, "type"), x0, "cancel", "\"cancel\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["id"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "id"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "id"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["thread_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "thread_id"), x0, true)
+					if err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // validateErrorResponse checks v, found at path p, against error_response.json.
 func validateErrorResponse(p string, v any) error {
@@ -1979,6 +2028,75 @@ func validateValuesEvent(p string, v any) error {
 	return nil
 }
 
+// validateInputResponseRequest checks v, found at path p, against input_response_request.json.
+func validateInputResponseRequest(p string, v any) error {
+	{
+		o0, err := wire.Object(p, v, false)
+		if err != nil {
+			return err
+		}
+		if o0 != nil {
+			if err := wire.Required(p, o0, "type", "id", "request_id", "text"); err != nil {
+				return err
+			}
+			if x0, ok := o0["type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Const(wire.Field(p, "type"), x0, "input_response", "\"input_response\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["id"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "id"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "id"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["request_id"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "request_id"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "request_id"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["text"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "text"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["thread_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "thread_id"), x0, true)
+					if err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // validatePingRequest checks v, found at path p, against ping_request.json.
 func validatePingRequest(p string, v any) error {
 	{
@@ -2372,6 +2490,86 @@ func validateRunStreamEventResponse(p string, v any) error {
 	return nil
 }
 
+// validateToolApprovalResponseRequest checks v, found at path p, against tool_approval_response_request.json.
+func validateToolApprovalResponseRequest(p string, v any) error {
+	{
+		o0, err := wire.Object(p, v, false)
+		if err != nil {
+			return err
+		}
+		if o0 != nil {
+			if err := wire.Required(p, o0, "type", "id", "call_id", "decision"); err != nil {
+				return err
+			}
+			if x0, ok := o0["type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Const(wire.Field(p, "type"), x0, "tool_approval_response", "\"tool_approval_response\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["id"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "id"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "id"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["call_id"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "call_id"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "call_id"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["decision"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "decision"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Enum(wire.Field(p, "decision"), x0, enum3, "\"approve\", \"approve_always\", \"deny\", \"deny_stop\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["message"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "message"), x0, true)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["thread_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "thread_id"), x0, true)
+					if err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // validateToolShowRequest checks v, found at path p, against tool_show_request.json.
 func validateToolShowRequest(p string, v any) error {
 	{
@@ -2418,7 +2616,7 @@ func validateToolShowRequest(p string, v any) error {
 					}
 				}
 				if x0 != nil {
-					if err := wire.Enum(wire.Field(p, "output"), x0, enum3, "\"yaml\", \"json\", null"); err != nil {
+					if err := wire.Enum(wire.Field(p, "output"), x0, enum4, "\"yaml\", \"json\", null"); err != nil {
 						return err
 					}
 				}
@@ -2718,7 +2916,7 @@ func validateUserMessageItem(p string, v any) error {
 			if err := wire.Required(p, o0, "role", "content"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "role", "content"); err != nil {
+			if err := wire.Closed(p, o0, "role", "content", "seq"); err != nil {
 				return err
 			}
 			if x0, ok := o0["role"]; ok {
@@ -2728,7 +2926,7 @@ func validateUserMessageItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "role"), x0, enum4, "\"system\", \"user\", \"assistant\""); err != nil {
+				if err := wire.Enum(wire.Field(p, "role"), x0, enum5, "\"system\", \"user\", \"assistant\""); err != nil {
 					return err
 				}
 			}
@@ -2737,6 +2935,19 @@ func validateUserMessageItem(p string, v any) error {
 					_, _, err := wire.String(wire.Field(p, "content"), x0, false)
 					if err != nil {
 						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
 					}
 				}
 			}

@@ -29,11 +29,18 @@ func (s *AgentContent) encodeFields(e *jx.Encoder) {
 		e.FieldStart("text")
 		e.Str(s.Text)
 	}
+	{
+		if s.Incomplete.Set {
+			e.FieldStart("incomplete")
+			s.Incomplete.Encode(e)
+		}
+	}
 }
 
-var jsonFieldsNameOfAgentContent = [2]string{
+var jsonFieldsNameOfAgentContent = [3]string{
 	0: "type",
 	1: "text",
+	2: "incomplete",
 }
 
 // Decode decodes AgentContent from json.
@@ -68,6 +75,16 @@ func (s *AgentContent) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"text\"")
+			}
+		case "incomplete":
+			if err := func() error {
+				s.Incomplete.Reset()
+				if err := s.Incomplete.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"incomplete\"")
 			}
 		default:
 			return d.Skip()
@@ -1269,6 +1286,12 @@ func (s MessageContent) encodeFields(e *jx.Encoder) {
 				e.FieldStart("text")
 				e.Str(s.Text)
 			}
+			{
+				if s.Incomplete.Set {
+					e.FieldStart("incomplete")
+					s.Incomplete.Encode(e)
+				}
+			}
 		}
 	case ToolCallContentMessageContent:
 		e.FieldStart("type")
@@ -1433,6 +1456,41 @@ func (s MessageMessageType) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *MessageMessageType) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode encodes bool as json.
+func (o OptBool) Encode(e *jx.Encoder) {
+	if !o.Set {
+		return
+	}
+	e.Bool(bool(o.Value))
+}
+
+// Decode decodes bool from json.
+func (o *OptBool) Decode(d *jx.Decoder) error {
+	if o == nil {
+		return errors.New("invalid: unable to decode OptBool to nil")
+	}
+	o.Set = true
+	v, err := d.Bool()
+	if err != nil {
+		return err
+	}
+	o.Value = bool(v)
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s OptBool) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *OptBool) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }

@@ -22,6 +22,10 @@ import (
 type AgentContent struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// Added by agentwire; absent unless true. True for a message whose run was interrupted while it
+	// streamed (its server stopped): `text` is what had been streamed when it stopped. The run then ended
+	// with an `error` event.
+	Incomplete OptBool `json:"incomplete"`
 }
 
 // GetType returns the value of Type.
@@ -34,6 +38,11 @@ func (s *AgentContent) GetText() string {
 	return s.Text
 }
 
+// GetIncomplete returns the value of Incomplete.
+func (s *AgentContent) GetIncomplete() OptBool {
+	return s.Incomplete
+}
+
 // SetType sets the value of Type.
 func (s *AgentContent) SetType(val string) {
 	s.Type = val
@@ -42,6 +51,11 @@ func (s *AgentContent) SetType(val string) {
 // SetText sets the value of Text.
 func (s *AgentContent) SetText(val string) {
 	s.Text = val
+}
+
+// SetIncomplete sets the value of Incomplete.
+func (s *AgentContent) SetIncomplete(val OptBool) {
+	s.Incomplete = val
 }
 
 // The data of an `agent_text` event, a fragment of the agent's text.
@@ -132,6 +146,31 @@ func (s *AgentTextSSE) SetData(val AgentTextEvent) {
 // SetRetry sets the value of Retry.
 func (s *AgentTextSSE) SetRetry(val OptInt) {
 	s.Retry = val
+}
+
+type BearerAuth struct {
+	Token string
+	Roles []string
+}
+
+// GetToken returns the value of Token.
+func (s *BearerAuth) GetToken() string {
+	return s.Token
+}
+
+// GetRoles returns the value of Roles.
+func (s *BearerAuth) GetRoles() []string {
+	return s.Roles
+}
+
+// SetToken sets the value of Token.
+func (s *BearerAuth) SetToken(val string) {
+	s.Token = val
+}
+
+// SetRoles sets the value of Roles.
+func (s *BearerAuth) SetRoles(val []string) {
+	s.Roles = val
 }
 
 // The data of a `done` event, `{}`. Members a later version may add are ignored.
@@ -526,6 +565,52 @@ func (s *MessageMessageType) UnmarshalText(data []byte) error {
 	default:
 		return errors.Errorf("invalid value: %q", data)
 	}
+}
+
+// NewOptBool returns new OptBool with value set to v.
+func NewOptBool(v bool) OptBool {
+	return OptBool{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptBool is optional bool.
+type OptBool struct {
+	Value bool
+	Set   bool
+}
+
+// IsSet returns true if OptBool was set.
+func (o OptBool) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptBool) Reset() {
+	var v bool
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptBool) SetTo(v bool) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptBool) Get() (v bool, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptBool) Or(d bool) bool {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
 }
 
 // NewOptInt returns new OptInt with value set to v.
