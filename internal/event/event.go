@@ -73,11 +73,25 @@ func EncodePayload(p Payload) ([]byte, error) {
 
 // DecodePayload decodes data, stored under type t, into its typed payload.
 func DecodePayload(t Type, data []byte) (Payload, error) {
-	mk, ok := registry[t]
+	// One copy of the whole payload: its strings are slices of it.
+	return DecodePayloadString(t, string(data))
+}
+
+// DecodePayloadString is DecodePayload for data held in a string. The
+// payload's strings may share data's memory (that of a payload of a few KiB
+// at most), so a store that reads payloads as strings copies each once, not
+// once per field.
+func DecodePayloadString(t Type, data string) (Payload, error) {
+	dec, ok := registry[t]
 	if !ok {
 		return nil, fmt.Errorf("event: unknown type %q", t)
 	}
-	p, err := mk(data)
+	if dec.fast != nil {
+		if p, ok := dec.fast(data); ok {
+			return p, nil
+		}
+	}
+	p, err := dec.json([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("event: decode %s: %w", t, err)
 	}

@@ -35,6 +35,8 @@ const (
 	CodeStepLimit  = "step_limit"
 	CodeToolError  = "tool_error"
 	CodeInternal   = "internal"
+	// CodeStoreError ends a run whose events could not be stored.
+	CodeStoreError = "store_error"
 	// CodeInterrupted ends a run that a previous server process left
 	// unfinished.
 	CodeInterrupted = "interrupted"
@@ -45,3 +47,48 @@ const (
 
 // PurposeExplanation marks a message that explains a pending tool call.
 const PurposeExplanation = "explanation"
+
+// PurposeStrategy marks a message and the usage of a model call that a
+// reasoning strategy made for itself (dup's understanding and plan, tot's
+// candidates and scores, got's plan): shown to people, left out of the
+// model's later history, like an explanation.
+const PurposeStrategy = "strategy"
+
+// PurposeSummary marks the usage of a model call that summarised the
+// conversation for a compaction.
+const PurposeSummary = "summary"
+
+// PurposeSelection marks the usage of a model call that chose a group
+// chat's next speaker (speaker_selection auto).
+const PurposeSelection = "selection"
+
+// Reasons of run.completed. A react run ends with ReasonFinalAnswer; a
+// group run (a workflow) with ReasonCompleted, ReasonMaxRounds or
+// ReasonTerminated.
+const (
+	// ReasonFinalAnswer: the model answered without calling a tool.
+	ReasonFinalAnswer = "final_answer"
+	// ReasonCompleted: the group chat handed the conversation back to the
+	// user (its last agent spoke, or the selection said done).
+	ReasonCompleted = "completed"
+	// ReasonMaxRounds: the group chat used all of its max_rounds turns.
+	ReasonMaxRounds = "max_rounds"
+	// ReasonTerminated: an agent said the workflow's termination keyword.
+	ReasonTerminated = "terminated"
+)
+
+// Ways a group chat's speaker was selected (AgentSelected.Selection).
+const (
+	SelectionRoundRobin = "round_robin"
+	SelectionAuto       = "auto"
+	SelectionManual     = "manual"
+	// SelectionFallback: auto or manual selection gave no usable answer
+	// (or timed out), so the next agent in list order speaks.
+	SelectionFallback = "fallback"
+	// SelectionOnly: the workflow has one agent.
+	SelectionOnly = "only"
+)
+
+// StrategyCompact is the strategy of run.started for a run that only
+// compacts the thread's context (RunOptions.Compact).
+const StrategyCompact = "compact"

@@ -2,7 +2,10 @@
 
 package event
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"reflect"
+)
 
 // Type names an event kind, as stored.
 type Type string
@@ -39,6 +42,7 @@ const (
 	TypeInputTimedOut         Type = "input.timed_out"
 	TypeUIRequested           Type = "ui.requested"
 	TypeUIResolved            Type = "ui.resolved"
+	TypeUIPatched             Type = "ui.patched"
 	TypeAgentSelected         Type = "agent.selected"
 	TypeNodeEntered           Type = "node.entered"
 	TypeNodeExited            Type = "node.exited"
@@ -132,6 +136,9 @@ type MessageCompleted struct {
 	// answer to an explain decision, which is shown but not part of the
 	// model's history.
 	Purpose string `json:"purpose,omitempty"`
+	// Incomplete marks a message whose run was interrupted while it
+	// streamed (its server died): Text is what had been streamed.
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 // EventType implements Payload.
@@ -165,6 +172,9 @@ func (ReasoningCompleted) EventType() Type { return TypeReasoningCompleted }
 type ToolCallStarted struct {
 	CallID string `json:"call_id"`
 	Name   string `json:"name"`
+	// Agent is the agent that made the call (a workflow's agent, or the
+	// single agent's name).
+	Agent string `json:"agent,omitempty"`
 }
 
 // EventType implements Payload.
@@ -184,6 +194,8 @@ type ToolCallCompleted struct {
 	CallID    string          `json:"call_id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Agent is the agent that made the call.
+	Agent string `json:"agent,omitempty"`
 }
 
 // EventType implements Payload.
@@ -200,6 +212,8 @@ type ToolApprovalRequested struct {
 	// Key is what an approve-always decision remembers for the thread: the
 	// program name of a command, or the tool name of an edit.
 	Key string `json:"key,omitempty"`
+	// Agent is the agent whose call waits.
+	Agent string `json:"agent,omitempty"`
 }
 
 // EventType implements Payload.
@@ -210,6 +224,9 @@ type ToolApprovalResolved struct {
 	CallID   string   `json:"call_id"`
 	Decision Decision `json:"decision"`
 	Message  string   `json:"message,omitempty"`
+	// Patch is the patch a person edited before approving a patch call;
+	// it is what was applied instead of the model's.
+	Patch string `json:"patch,omitempty"`
 }
 
 // EventType implements Payload.
@@ -252,6 +269,11 @@ type ToolExecCompleted struct {
 	Name    string `json:"name"`
 	Result  string `json:"result"`
 	IsError bool   `json:"is_error"`
+	// ExitCode is the exit status of a tool that ran a program (bash);
+	// nil for other tools and for calls that never ran.
+	ExitCode *int `json:"exit_code,omitempty"`
+	// DurationMS is how long the tool ran; 0 for calls that never ran.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }
 
 // EventType implements Payload.
@@ -294,6 +316,9 @@ type UIRequested struct {
 	Component string          `json:"component"`
 	Payload   json.RawMessage `json:"payload,omitempty"`
 	Agent     string          `json:"agent,omitempty"`
+	// Display is where the component is shown: "inline" (the default) or
+	// "artifact" (a side panel the user may patch).
+	Display string `json:"display,omitempty"`
 }
 
 // EventType implements Payload.
@@ -308,9 +333,25 @@ type UIResolved struct {
 // EventType implements Payload.
 func (UIResolved) EventType() Type { return TypeUIResolved }
 
+// UIPatched records that the user patched a UI component's payload (an
+// artifact): Patch is the RFC 6902 JSON Patch applied, Payload the
+// payload after it.
+type UIPatched struct {
+	RequestID string          `json:"request_id"`
+	Patch     json.RawMessage `json:"patch"`
+	Payload   json.RawMessage `json:"payload"`
+}
+
+// EventType implements Payload.
+func (UIPatched) EventType() Type { return TypeUIPatched }
+
 // AgentSelected records that a group chat selected the next speaker.
 type AgentSelected struct {
 	Agent string `json:"agent"`
+	// Round is the turn the agent is selected for, from 1 in each run.
+	Round int `json:"round,omitempty"`
+	// Selection is how it was selected: one of the Selection constants.
+	Selection string `json:"selection,omitempty"`
 }
 
 // EventType implements Payload.
@@ -336,6 +377,8 @@ func (NodeExited) EventType() Type { return TypeNodeExited }
 // TotExpanded records that tree-of-thoughts proposed candidate thoughts.
 type TotExpanded struct {
 	Candidates []string `json:"candidates"`
+	// Depth is the level of the tree the candidates are for, from 1.
+	Depth int `json:"depth,omitempty"`
 }
 
 // EventType implements Payload.
@@ -354,6 +397,9 @@ func (TotEvaluated) EventType() Type { return TypeTotEvaluated }
 type TotBacktracked struct {
 	Reason  string `json:"reason"`
 	ToDepth int    `json:"to_depth"`
+	// Candidate is the index, among the candidates of depth ToDepth, of
+	// the untried candidate the search goes on with.
+	Candidate int `json:"candidate"`
 }
 
 // EventType implements Payload.
@@ -363,6 +409,11 @@ func (TotBacktracked) EventType() Type { return TypeTotBacktracked }
 type GotPlanned struct {
 	NodeIDs   []string `json:"node_ids"`
 	EdgeCount int      `json:"edge_count"`
+	// Tasks are the nodes' sub-tasks, in the order of NodeIDs.
+	Tasks []string `json:"tasks,omitempty"`
+	// Edges are the graph's dependencies as [from, to] pairs: node "to"
+	// runs after node "from", with its result.
+	Edges [][2]string `json:"edges,omitempty"`
 }
 
 // EventType implements Payload.
@@ -389,6 +440,9 @@ func (GotNodeCompleted) EventType() Type { return TypeGotNodeCompleted }
 type GotNodeFailed struct {
 	NodeID string `json:"node_id"`
 	Error  string `json:"error"`
+	// Skipped marks a node that never ran because a node it depends on
+	// failed (or was skipped).
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // EventType implements Payload.
@@ -399,6 +453,11 @@ type GotExpanded struct {
 	NodeID     string `json:"node_id"`
 	NodesAdded int    `json:"nodes_added"`
 	EdgesAdded int    `json:"edges_added"`
+	// NodeIDs are the ids of the added sub-nodes ("<node>.<sub>"); the
+	// expanded node completes once they all have.
+	NodeIDs []string `json:"node_ids,omitempty"`
+	// Tasks are the sub-nodes' sub-tasks, in the order of NodeIDs.
+	Tasks []string `json:"tasks,omitempty"`
 }
 
 // EventType implements Payload.
@@ -410,6 +469,13 @@ type Usage struct {
 	CompletionTokens int64   `json:"completion_tokens"`
 	TotalTokens      int64   `json:"total_tokens"`
 	Cost             float64 `json:"cost,omitempty"`
+	// Model is the model the call went to, when known (a workflow's agents
+	// may each have their own).
+	Model string `json:"model,omitempty"`
+	// Purpose is empty for the calls that carry the conversation; it names
+	// the side calls whose prompt is not the conversation's context:
+	// "explanation" (PurposeExplanation) and "summary" (PurposeSummary).
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // EventType implements Payload.
@@ -421,6 +487,10 @@ type ContextCompacted struct {
 	NewTokens int    `json:"new_tokens"`
 	Strategy  string `json:"strategy"`
 	Summary   string `json:"summary"`
+	// KeptMessages is how many of the most recent messages of the model's
+	// transcript stay as they were after the summary; 0 means the summary
+	// replaces the whole transcript before this event.
+	KeptMessages int `json:"kept_messages,omitempty"`
 }
 
 // EventType implements Payload.
@@ -432,45 +502,80 @@ func decodeAs[T Payload](data []byte) (Payload, error) {
 	return v, err
 }
 
-var registry = map[Type]func([]byte) (Payload, error){
-	TypeRunStarted:            decodeAs[RunStarted],
-	TypeRunCompleted:          decodeAs[RunCompleted],
-	TypeRunFailed:             decodeAs[RunFailed],
-	TypeRunCancelled:          decodeAs[RunCancelled],
-	TypeMessageUser:           decodeAs[MessageUser],
-	TypeMessageStarted:        decodeAs[MessageStarted],
-	TypeMessageDelta:          decodeAs[MessageDelta],
-	TypeMessageCompleted:      decodeAs[MessageCompleted],
-	TypeReasoningDelta:        decodeAs[ReasoningDelta],
-	TypeReasoningCompleted:    decodeAs[ReasoningCompleted],
-	TypeToolCallStarted:       decodeAs[ToolCallStarted],
-	TypeToolCallDelta:         decodeAs[ToolCallDelta],
-	TypeToolCallCompleted:     decodeAs[ToolCallCompleted],
-	TypeToolApprovalRequested: decodeAs[ToolApprovalRequested],
-	TypeToolApprovalResolved:  decodeAs[ToolApprovalResolved],
-	TypeToolExecStarted:       decodeAs[ToolExecStarted],
-	TypeToolExecOutput:        decodeAs[ToolExecOutput],
-	TypeToolExecProgress:      decodeAs[ToolExecProgress],
-	TypeToolExecCompleted:     decodeAs[ToolExecCompleted],
-	TypeInputRequested:        decodeAs[InputRequested],
-	TypeInputProvided:         decodeAs[InputProvided],
-	TypeInputTimedOut:         decodeAs[InputTimedOut],
-	TypeUIRequested:           decodeAs[UIRequested],
-	TypeUIResolved:            decodeAs[UIResolved],
-	TypeAgentSelected:         decodeAs[AgentSelected],
-	TypeNodeEntered:           decodeAs[NodeEntered],
-	TypeNodeExited:            decodeAs[NodeExited],
-	TypeTotExpanded:           decodeAs[TotExpanded],
-	TypeTotEvaluated:          decodeAs[TotEvaluated],
-	TypeTotBacktracked:        decodeAs[TotBacktracked],
-	TypeGotPlanned:            decodeAs[GotPlanned],
-	TypeGotNodeStarted:        decodeAs[GotNodeStarted],
-	TypeGotNodeCompleted:      decodeAs[GotNodeCompleted],
-	TypeGotNodeFailed:         decodeAs[GotNodeFailed],
-	TypeGotExpanded:           decodeAs[GotExpanded],
-	TypeUsage:                 decodeAs[Usage],
-	TypeContextCompacted:      decodeAs[ContextCompacted],
+// decoder decodes one payload type: fast (decode.go) when it can, with
+// encoding/json when it cannot.
+type decoder struct {
+	codec *payloadCodec                // nil: always encoding/json
+	fast  func(string) (Payload, bool) // decodeFast with codec
+	json  func([]byte) (Payload, error)
 }
+
+func payload[T Payload]() decoder {
+	d := decoder{codec: newPayloadCodec(reflect.TypeFor[T]()), json: decodeAs[T]}
+	if c := d.codec; c != nil {
+		d.fast = func(data string) (Payload, bool) { return decodeFast[T](c, data) }
+	}
+	return d
+}
+
+var registry = map[Type]decoder{
+	TypeRunStarted:            payload[RunStarted](),
+	TypeRunCompleted:          payload[RunCompleted](),
+	TypeRunFailed:             payload[RunFailed](),
+	TypeRunCancelled:          payload[RunCancelled](),
+	TypeMessageUser:           payload[MessageUser](),
+	TypeMessageStarted:        payload[MessageStarted](),
+	TypeMessageDelta:          payload[MessageDelta](),
+	TypeMessageCompleted:      payload[MessageCompleted](),
+	TypeReasoningDelta:        payload[ReasoningDelta](),
+	TypeReasoningCompleted:    payload[ReasoningCompleted](),
+	TypeToolCallStarted:       payload[ToolCallStarted](),
+	TypeToolCallDelta:         payload[ToolCallDelta](),
+	TypeToolCallCompleted:     payload[ToolCallCompleted](),
+	TypeToolApprovalRequested: payload[ToolApprovalRequested](),
+	TypeToolApprovalResolved:  payload[ToolApprovalResolved](),
+	TypeToolExecStarted:       payload[ToolExecStarted](),
+	TypeToolExecOutput:        payload[ToolExecOutput](),
+	TypeToolExecProgress:      payload[ToolExecProgress](),
+	TypeToolExecCompleted:     payload[ToolExecCompleted](),
+	TypeInputRequested:        payload[InputRequested](),
+	TypeInputProvided:         payload[InputProvided](),
+	TypeInputTimedOut:         payload[InputTimedOut](),
+	TypeUIRequested:           payload[UIRequested](),
+	TypeUIResolved:            payload[UIResolved](),
+	TypeUIPatched:             payload[UIPatched](),
+	TypeAgentSelected:         payload[AgentSelected](),
+	TypeNodeEntered:           payload[NodeEntered](),
+	TypeNodeExited:            payload[NodeExited](),
+	TypeTotExpanded:           payload[TotExpanded](),
+	TypeTotEvaluated:          payload[TotEvaluated](),
+	TypeTotBacktracked:        payload[TotBacktracked](),
+	TypeGotPlanned:            payload[GotPlanned](),
+	TypeGotNodeStarted:        payload[GotNodeStarted](),
+	TypeGotNodeCompleted:      payload[GotNodeCompleted](),
+	TypeGotNodeFailed:         payload[GotNodeFailed](),
+	TypeGotExpanded:           payload[GotExpanded](),
+	TypeUsage:                 payload[Usage](),
+	TypeContextCompacted:      payload[ContextCompacted](),
+}
+
+// ParseType returns the type named name: one of Types, without allocating,
+// or else a new Type (which DecodePayload refuses).
+func ParseType(name []byte) Type {
+	if t, ok := types[string(name)]; ok {
+		return t
+	}
+	return Type(name)
+}
+
+// types indexes Types by name.
+var types = func() map[string]Type {
+	m := make(map[string]Type, len(Types))
+	for _, t := range Types {
+		m[string(t)] = t
+	}
+	return m
+}()
 
 // Types lists every event type, in vocabulary order.
 var Types = []Type{
@@ -498,6 +603,7 @@ var Types = []Type{
 	TypeInputTimedOut,
 	TypeUIRequested,
 	TypeUIResolved,
+	TypeUIPatched,
 	TypeAgentSelected,
 	TypeNodeEntered,
 	TypeNodeExited,

@@ -31,16 +31,16 @@ func Unmarshal(frame []byte, v any) error {
 func UnmarshalParsed(frame []byte, parsed any, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
-		return fail("", "cannot decode into %T", v)
+		return fail(KindInternal, "", "cannot decode into %T", v)
 	}
 	var err error
 	if dropUnnamed(parsed, rv.Type().Elem()) {
 		if frame, err = json.Marshal(parsed); err != nil {
-			return fail("", "cannot decode: %v", err)
+			return fail(KindInternal, "", "cannot decode: %v", err)
 		}
 	}
 	if err := json.Unmarshal(frame, v); err != nil {
-		return fail("", "cannot decode: %v", err)
+		return fail(KindInternal, "", "cannot decode: %v", err)
 	}
 	return nil
 }

@@ -54,9 +54,11 @@ func TestUnmarshalErrors(t *testing.T) {
 	we, ok := wire.AsError(err)
 	require.True(t, ok, "%v", err)
 	assert.Contains(t, we.Reason, "cannot decode")
+	assert.Equal(t, wire.KindInternal, we.Kind)
 
-	_, ok = wire.AsError(wire.Unmarshal([]byte(`{"type":`), &o))
-	assert.True(t, ok)
+	we, ok = wire.AsError(wire.Unmarshal([]byte(`{"type":`), &o))
+	require.True(t, ok)
+	assert.Equal(t, wire.KindSyntax, we.Kind)
 	assert.Error(t, wire.Unmarshal([]byte(`{}`), o), "not a pointer")
 }
 

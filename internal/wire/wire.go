@@ -1,9 +1,10 @@
-// Package wire is the small runtime behind the generated WebSocket protocol
-// packages (generated/*api): it parses a frame once and checks it against
-// the constraints the schema documents state, reporting the first violation
-// as an *Error with a JSON Pointer path and a reason. Generated validators
-// call these functions; protocol adapters turn an *Error into their
-// protocol's own error frame.
+// Package wire is the small runtime behind the generated protocol packages
+// (generated/*api, generated/threadsschema): it parses a frame once and
+// checks it against the constraints the schema documents state, reporting
+// the first violation as an *Error that says what kind of violation it is,
+// in which message and where (a JSON Pointer). Generated validators call
+// these functions; protocol adapters turn an *Error into their protocol's
+// own error frame from its fields, never from its text.
 package wire
 
 import (
@@ -24,18 +25,82 @@ import (
 	"github.com/google/uuid"
 )
 
-// MaxFrameBytes is the largest frame a decoder accepts.
-const MaxFrameBytes = 1 << 20
+// The size limits of every protocol, in one place:
+//
+//   - MaxFrameBytes is the largest frame or request body a decoder accepts;
+//     a larger one gets the protocol's own error (a frame "exceeds" error,
+//     a 400), and a WebSocket stays open.
+//   - MaxReadBytes is the largest WebSocket frame read at all; a larger one
+//     closes the socket with 1009 "message too big".
+const (
+	MaxFrameBytes = 1 << 20
+	MaxReadBytes  = 4 << 20
+)
+
+// Kind says what kind of violation an Error is.
+type Kind uint8
+
+// The kinds of Error.
+const (
+	// KindInternal, the zero Kind, is a failure the schema does not
+	// explain: a value the validators accepted that the Go types could not
+	// take, so the document and the generated code disagree.
+	KindInternal Kind = iota
+	// KindSyntax: the frame is not JSON, is empty, has data after its
+	// value, or is too large.
+	KindSyntax
+	// KindUnknownType: the frame's "type" names no message of the protocol
+	// (Error.Message holds that value).
+	KindUnknownType
+	// KindRequired: a required member is missing.
+	KindRequired
+	// KindType: a value has the wrong JSON type.
+	KindType
+	// KindValue: a value breaks a const, enum, pattern, format, length,
+	// range, item count or discriminator constraint.
+	KindValue
+	// KindNotAllowed: a member that a closed schema does not declare.
+	KindNotAllowed
+)
+
+var kindNames = [...]string{
+	KindInternal:    "internal",
+	KindSyntax:      "syntax",
+	KindUnknownType: "unknown_type",
+	KindRequired:    "required",
+	KindType:        "type",
+	KindValue:       "value",
+	KindNotAllowed:  "not_allowed",
+}
+
+// String returns the kind's name, e.g. "required" or "unknown_type".
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
 
 // Error is a frame that does not match its schema.
 type Error struct {
+	// Kind says what is wrong, for code that reacts to it.
+	Kind Kind
+	// Message is the frame's message type (its "type" member, e.g. "chat")
+	// once the decoder knows it; for KindUnknownType it is the unknown
+	// value. Decoders of documents without a type member may set it to
+	// what names the message instead (the threads adapter: the SSE event
+	// name) or leave it empty.
+	Message string
 	// Path is a JSON Pointer (RFC 6901) to the offending value; "" is the
 	// whole frame.
 	Path string
-	// Reason says what is wrong, e.g. "is required" or "must be string".
+	// Reason says what is wrong, for people, e.g. "is required" or "must be
+	// string".
 	Reason string
 }
 
+// Error returns Path and Reason, as "/path: reason" or, for the whole
+// frame, "reason".
 func (e *Error) Error() string {
 	if e.Path == "" {
 		return e.Reason
@@ -50,30 +115,57 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-func fail(path, format string, args ...any) *Error {
-	return &Error{Path: path, Reason: fmt.Sprintf(format, args...)}
+// WithMessage sets the message type of err, when it is an *Error that has
+// none yet, and returns err. Generated decoders call it once a frame's type
+// is known.
+func WithMessage(err error, message string) error {
+	if e, ok := AsError(err); ok && e.Message == "" {
+		e.Message = message
+	}
+	return err
 }
+
+func fail(kind Kind, path, format string, args ...any) *Error {
+	return &Error{Kind: kind, Path: path, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ErrUnimplemented is matched (with errors.Is) by every *UnimplementedError.
+var ErrUnimplemented = errors.New("message not implemented")
+
+// UnimplementedError is what the generated UnimplementedHandler answers to
+// a message its embedder does not handle.
+type UnimplementedError struct {
+	// Message is the message type, e.g. "chat".
+	Message string
+}
+
+func (e *UnimplementedError) Error() string {
+	return fmt.Sprintf("message type %q is not implemented", e.Message)
+}
+
+// Is reports whether target is ErrUnimplemented.
+func (e *UnimplementedError) Is(target error) bool { return target == ErrUnimplemented }
 
 // Parse decodes a whole frame into plain JSON values (map[string]any,
 // []any, json.Number, string, bool, nil).
 func Parse(frame []byte) (any, error) {
 	if len(frame) > MaxFrameBytes {
-		return nil, fail("", "frame exceeds %d bytes", MaxFrameBytes)
+		return nil, fail(KindSyntax, "", "frame exceeds %d bytes", MaxFrameBytes)
 	}
 	d := json.NewDecoder(bytes.NewReader(frame))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fail("", "invalid JSON: empty frame")
+			return nil, fail(KindSyntax, "", "invalid JSON: empty frame")
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fail("", "invalid JSON: unexpected end of input")
+			return nil, fail(KindSyntax, "", "invalid JSON: unexpected end of input")
 		}
-		return nil, fail("", "invalid JSON: %v", err)
+		return nil, fail(KindSyntax, "", "invalid JSON: %v", err)
 	}
 	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return nil, fail("", "invalid JSON: data after the top-level value")
+		return nil, fail(KindSyntax, "", "invalid JSON: data after the top-level value")
 	}
 	return v, nil
 }
@@ -83,22 +175,24 @@ func Parse(frame []byte) (any, error) {
 func MessageType(v any) (string, error) {
 	o, ok := v.(map[string]any)
 	if !ok {
-		return "", fail("", "must be object")
+		return "", fail(KindType, "", "must be object")
 	}
 	t, ok := o["type"]
 	if !ok {
-		return "", fail("/type", "is required")
+		return "", fail(KindRequired, "/type", "is required")
 	}
 	s, ok := t.(string)
 	if !ok {
-		return "", fail("/type", "must be string")
+		return "", fail(KindType, "/type", "must be string")
 	}
 	return s, nil
 }
 
 // UnknownType is the error for a frame whose type no message has.
 func UnknownType(t string) error {
-	return fail("/type", "unknown message type %q", t)
+	e := fail(KindUnknownType, "/type", "unknown message type %q", t)
+	e.Message = t
+	return e
 }
 
 // Field returns the path of property name (already escaped) under p.
@@ -114,9 +208,9 @@ func Escape(name string) string {
 
 func typeError(p, want string, nullable bool) *Error {
 	if nullable {
-		return fail(p, "must be %s or null", want)
+		return fail(KindType, p, "must be %s or null", want)
 	}
-	return fail(p, "must be %s", want)
+	return fail(KindType, p, "must be %s", want)
 }
 
 // Object checks v is an object (or null, when nullable; then it returns nil).
@@ -177,7 +271,7 @@ func Number(p string, v any, nullable bool) (float64, bool, error) {
 	}
 	f, err := n.Float64()
 	if err != nil || math.IsInf(f, 0) {
-		return 0, false, fail(p, "must be a finite number")
+		return 0, false, fail(KindValue, p, "must be a finite number")
 	}
 	return f, false, nil
 }
@@ -203,7 +297,7 @@ func Integer(p string, v any, nullable bool) (float64, bool, error) {
 func Required(p string, o map[string]any, names ...string) error {
 	for _, n := range names {
 		if _, ok := o[n]; !ok {
-			return fail(Field(p, Escape(n)), "is required")
+			return fail(KindRequired, Field(p, Escape(n)), "is required")
 		}
 	}
 	return nil
@@ -231,7 +325,7 @@ func Closed(p string, o map[string]any, allowed ...string) error {
 		return nil
 	}
 	sort.Strings(extra)
-	return fail(Field(p, Escape(extra[0])), "is not allowed")
+	return fail(KindNotAllowed, Field(p, Escape(extra[0])), "is not allowed")
 }
 
 // Equal reports whether a parsed JSON value equals a schema constant.
@@ -256,7 +350,7 @@ func Equal(v, want any) bool {
 // Const checks v equals want; display is want as the error shows it.
 func Const(p string, v, want any, display string) error {
 	if !Equal(v, want) {
-		return fail(p, "must be %s", display)
+		return fail(KindValue, p, "must be %s", display)
 	}
 	return nil
 }
@@ -268,13 +362,13 @@ func Enum(p string, v any, allowed []any, display string) error {
 			return nil
 		}
 	}
-	return fail(p, "must be one of %s", display)
+	return fail(KindValue, p, "must be one of %s", display)
 }
 
 // MinLength checks s has at least n characters (Unicode code points).
 func MinLength(p, s string, n int) error {
 	if utf8.RuneCountInString(s) < n {
-		return fail(p, "must be at least %d characters", n)
+		return fail(KindValue, p, "must be at least %d characters", n)
 	}
 	return nil
 }
@@ -282,7 +376,7 @@ func MinLength(p, s string, n int) error {
 // MaxLength checks s has at most n characters.
 func MaxLength(p, s string, n int) error {
 	if utf8.RuneCountInString(s) > n {
-		return fail(p, "must be at most %d characters", n)
+		return fail(KindValue, p, "must be at most %d characters", n)
 	}
 	return nil
 }
@@ -290,7 +384,7 @@ func MaxLength(p, s string, n int) error {
 // Pattern checks s matches re.
 func Pattern(p, s string, re *regexp.Regexp) error {
 	if !re.MatchString(s) {
-		return fail(p, "must match pattern %s", re)
+		return fail(KindValue, p, "must match pattern %s", re)
 	}
 	return nil
 }
@@ -310,7 +404,7 @@ func Format(p, s, format string) error {
 		ok = err == nil && u.Scheme != ""
 	}
 	if !ok {
-		return fail(p, "must be a valid %s", format)
+		return fail(KindValue, p, "must be a valid %s", format)
 	}
 	return nil
 }
@@ -318,7 +412,7 @@ func Format(p, s, format string) error {
 // Minimum checks x >= min.
 func Minimum(p string, x, min float64) error {
 	if x < min {
-		return fail(p, "must be >= %s", num(min))
+		return fail(KindValue, p, "must be >= %s", num(min))
 	}
 	return nil
 }
@@ -326,7 +420,7 @@ func Minimum(p string, x, min float64) error {
 // Maximum checks x <= max.
 func Maximum(p string, x, max float64) error {
 	if x > max {
-		return fail(p, "must be <= %s", num(max))
+		return fail(KindValue, p, "must be <= %s", num(max))
 	}
 	return nil
 }
@@ -334,7 +428,7 @@ func Maximum(p string, x, max float64) error {
 // ExclusiveMinimum checks x > min.
 func ExclusiveMinimum(p string, x, min float64) error {
 	if x <= min {
-		return fail(p, "must be > %s", num(min))
+		return fail(KindValue, p, "must be > %s", num(min))
 	}
 	return nil
 }
@@ -342,7 +436,7 @@ func ExclusiveMinimum(p string, x, min float64) error {
 // MinItems checks a has at least n items.
 func MinItems(p string, a []any, n int) error {
 	if len(a) < n {
-		return fail(p, "must have at least %d items", n)
+		return fail(KindValue, p, "must have at least %d items", n)
 	}
 	return nil
 }
@@ -350,7 +444,7 @@ func MinItems(p string, a []any, n int) error {
 // MaxItems checks a has at most n items.
 func MaxItems(p string, a []any, n int) error {
 	if len(a) > n {
-		return fail(p, "must have at most %d items", n)
+		return fail(KindValue, p, "must have at most %d items", n)
 	}
 	return nil
 }
@@ -359,18 +453,18 @@ func MaxItems(p string, a []any, n int) error {
 func Discriminator(p string, o map[string]any, name string) (string, error) {
 	v, ok := o[name]
 	if !ok {
-		return "", fail(Field(p, Escape(name)), "is required")
+		return "", fail(KindRequired, Field(p, Escape(name)), "is required")
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", fail(Field(p, Escape(name)), "must be string")
+		return "", fail(KindType, Field(p, Escape(name)), "must be string")
 	}
 	return s, nil
 }
 
 // NoVariant is the error for a discriminator value no variant has.
 func NoVariant(p, name, display string) error {
-	return fail(Field(p, Escape(name)), "must be one of %s", display)
+	return fail(KindValue, Field(p, Escape(name)), "must be one of %s", display)
 }
 
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
