@@ -11,8 +11,33 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 )
 
-// ErrClosed is returned by every method but Close after Close.
-var ErrClosed = errors.New("store: closed")
+// Errors of every store.
+var (
+	// ErrClosed is returned by every method but Close after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrRunClaimed is returned by ClaimRun when another node holds the
+	// thread's claim.
+	ErrRunClaimed = errors.New("store: another node runs this thread")
+)
+
+// Store is what a server keeps in its database: the threads' event logs,
+// the claims on their runs, and whom each thread belongs to.
+type Store interface {
+	Log
+	Runs
+	Owners
+}
+
+// Owners records the principal each thread belongs to: the one whose input
+// made it. Nobody else reads or writes it.
+type Owners interface {
+	// OwnThread makes principal the thread's owner unless it has one, and
+	// returns its owner: principal, or the one it already had.
+	OwnThread(ctx context.Context, thread, principal string) (owner string, err error)
+	// ThreadOwner returns the thread's owner; ok is false for a thread that
+	// has none (nobody has written to it).
+	ThreadOwner(ctx context.Context, thread string) (owner string, ok bool, err error)
+}
 
 // Log is a set of append-only, per-thread event logs.
 type Log interface {
@@ -47,13 +72,97 @@ type Log interface {
 	Close() error
 }
 
+// Runs records which run of each thread is active, which node owns it and
+// until when, and the input waiting for the thread's next runs. These are
+// the run ownership records every node can read:
+//
+//   - A thread has at most one claim, taken before its run's first event is
+//     appended and released after its last, so "is a run of this thread
+//     going on" is a read of the claim, whichever node asks.
+//   - A claim is a lease: its owner renews it while it runs (RenewRuns);
+//     a claim whose lease has expired belongs to a node that died, and
+//     another node takes it over (TakeOverRun), ends the dead run in the
+//     log, and runs the thread's queued input.
+//   - Leases are timed by the store's clock (PostgreSQL's now()), never by
+//     the nodes', so nodes whose clocks differ agree on what has expired.
+//   - Input posted while a run is active waits in the thread's queue in the
+//     store, so it survives the node that took it.
+type Runs interface {
+	// ClaimRun claims c.Thread for run c.Run, owned by node c.Node, for
+	// lease. It fails with ErrRunClaimed when the thread has a claim,
+	// live or expired.
+	ClaimRun(ctx context.Context, c RunClaim, lease time.Duration) error
+	// MoveRun moves c.Node's claim on c.Thread from run from to run c.Run
+	// (the thread's next queued input starting) and renews it for lease.
+	// It fails with ErrRunClaimed when the claim is no longer c.Node's
+	// claim on run from.
+	MoveRun(ctx context.Context, c RunClaim, from string, lease time.Duration) error
+	// RenewRuns renews every claim node holds for lease and returns them.
+	RenewRuns(ctx context.Context, node string, lease time.Duration) ([]RunClaim, error)
+	// TakeOverRun gives node the claim c, for lease, if c is still the
+	// thread's claim (same run and node) and its lease has expired;
+	// otherwise it fails with ErrRunClaimed. Of several nodes that try at
+	// once, one succeeds.
+	TakeOverRun(ctx context.Context, c RunClaim, node string, lease time.Duration) error
+	// ReleaseRun removes the claim if it still names c.Run and c.Node;
+	// otherwise it does nothing.
+	ReleaseRun(ctx context.Context, c RunClaim) error
+	// ActiveRun returns the thread's claim; ok is false when it has none.
+	ActiveRun(ctx context.Context, thread string) (c RunClaim, ok bool, err error)
+	// RunClaims returns every claim, ordered by thread. Expired reports,
+	// for each, whether its lease had expired when it was read.
+	RunClaims(ctx context.Context) ([]RunClaim, error)
+
+	// EnqueueInput appends in to the thread's queue.
+	EnqueueInput(ctx context.Context, thread string, in QueuedInput) error
+	// DequeueInput removes and returns the oldest input of the thread's
+	// queue; ok is false when the queue is empty.
+	DequeueInput(ctx context.Context, thread string) (in QueuedInput, ok bool, err error)
+	// DropQueue empties the thread's queue and says how many inputs it
+	// held.
+	DropQueue(ctx context.Context, thread string) (int, error)
+	// QueueLen says how many inputs wait in the thread's queue.
+	QueueLen(ctx context.Context, thread string) (int, error)
+}
+
+// RunClaim is a node's claim on a thread's active run.
+type RunClaim struct {
+	Thread string
+	Run    string
+	Node   string
+	// Since is when the claim was taken or last moved; Expires is when its
+	// lease ends unless renewed. Both in UTC, by the store's clock.
+	Since, Expires time.Time
+	// Expired says whether the lease had expired when the claim was read.
+	Expired bool
+}
+
+// QueuedInput is a user message waiting for its thread's next run. The
+// run and message ids are assigned when it is posted.
+type QueuedInput struct {
+	Run         string
+	MessageID   string
+	Text        string
+	Interactive bool
+	Options     event.RunOptions
+}
+
 // ThreadInfo summarises one thread.
 type ThreadInfo struct {
 	ID      string
 	LastSeq int64
+	// Created is when the thread's first events were appended; Updated when
+	// its last ones were (the PostgreSQL store, which writes nothing per
+	// thread on later appends, takes the Time of its last event), never
+	// before Created.
 	Created time.Time
 	Updated time.Time
 }
+
+// ReadCapacity is the capacity a store gives the slice a Read of up to
+// limit events returns: limit, so a full page is never copied as it grows,
+// up to 1024 events (100 KB; a larger page grows from there).
+func ReadCapacity(limit int) int { return min(limit, 1024) }
 
 // HistoryTypes are the event types of the conversation-history projection.
 var HistoryTypes = []event.Type{
@@ -70,8 +179,14 @@ var HistoryTypes = []event.Type{
 	event.TypeUIRequested,
 	event.TypeUIResolved,
 	event.TypeContextCompacted,
+	// usage is accounting, not conversation, but the context manager
+	// counts the conversation's tokens from it (agent.MeasureContext).
+	event.TypeUsage,
 	event.TypeRunStarted,
 	event.TypeRunCompleted,
 	event.TypeRunFailed,
 	event.TypeRunCancelled,
+	// agent.selected says which agent of a group chat (a workflow) spoke
+	// the events after it (agent.Transcript of a group run).
+	event.TypeAgentSelected,
 }

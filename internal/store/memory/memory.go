@@ -22,9 +22,12 @@ type Log struct {
 	mu      sync.RWMutex
 	closed  bool
 	threads map[string]*thread
+	claims  map[string]store.RunClaim
+	queues  map[string][]store.QueuedInput
+	owners  map[string]string
 }
 
-var _ store.Log = (*Log)(nil)
+var _ store.Store = (*Log)(nil)
 
 // thread is one thread's log.
 type thread struct {
@@ -43,7 +46,7 @@ type record struct {
 
 // New returns an empty log.
 func New() *Log {
-	return &Log{threads: map[string]*thread{}}
+	return &Log{threads: map[string]*thread{}, claims: map[string]store.RunClaim{}, queues: map[string][]store.QueuedInput{}, owners: map[string]string{}}
 }
 
 // Append implements store.Log. Events are checked and encoded before the
@@ -180,7 +183,192 @@ func (l *Log) Close() error {
 	defer l.mu.Unlock()
 	l.closed = true
 	l.threads = nil
+	l.claims = nil
+	l.queues = nil
 	return nil
+}
+
+// usableLocked says why a call cannot use the log; l.mu is held.
+func (l *Log) usableLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if l.closed {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+func checkClaim(c store.RunClaim) error {
+	if c.Thread == "" || c.Run == "" || c.Node == "" {
+		return fmt.Errorf("memory: run claim: thread, run and node are required, got %+v", c)
+	}
+	return nil
+}
+
+// claimView returns c as read at time t.
+func claimView(c store.RunClaim, t time.Time) store.RunClaim {
+	c.Expired = c.Expires.Before(t)
+	return c
+}
+
+// ClaimRun implements store.Runs.
+func (l *Log) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Duration) error {
+	if err := checkClaim(c); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return err
+	}
+	if _, ok := l.claims[c.Thread]; ok {
+		return store.ErrRunClaimed
+	}
+	t := normalize(time.Now())
+	c.Since, c.Expires, c.Expired = t, t.Add(lease), false
+	l.claims[c.Thread] = c
+	return nil
+}
+
+// MoveRun implements store.Runs.
+func (l *Log) MoveRun(ctx context.Context, c store.RunClaim, from string, lease time.Duration) error {
+	if err := checkClaim(c); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return err
+	}
+	old, ok := l.claims[c.Thread]
+	if !ok || old.Run != from || old.Node != c.Node {
+		return store.ErrRunClaimed
+	}
+	t := normalize(time.Now())
+	c.Since, c.Expires, c.Expired = t, t.Add(lease), false
+	l.claims[c.Thread] = c
+	return nil
+}
+
+// RenewRuns implements store.Runs.
+func (l *Log) RenewRuns(ctx context.Context, node string, lease time.Duration) ([]store.RunClaim, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return nil, err
+	}
+	t := normalize(time.Now())
+	var out []store.RunClaim
+	for th, c := range l.claims {
+		if c.Node == node {
+			c.Expires = t.Add(lease)
+			l.claims[th] = c
+			out = append(out, claimView(c, t))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Thread < out[j].Thread })
+	return out, nil
+}
+
+// TakeOverRun implements store.Runs.
+func (l *Log) TakeOverRun(ctx context.Context, c store.RunClaim, node string, lease time.Duration) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return err
+	}
+	t := normalize(time.Now())
+	old, ok := l.claims[c.Thread]
+	if !ok || old.Run != c.Run || old.Node != c.Node || !old.Expires.Before(t) {
+		return store.ErrRunClaimed
+	}
+	old.Node, old.Since, old.Expires = node, t, t.Add(lease)
+	l.claims[c.Thread] = old
+	return nil
+}
+
+// ReleaseRun implements store.Runs.
+func (l *Log) ReleaseRun(ctx context.Context, c store.RunClaim) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return err
+	}
+	if old, ok := l.claims[c.Thread]; ok && old.Run == c.Run && old.Node == c.Node {
+		delete(l.claims, c.Thread)
+	}
+	return nil
+}
+
+// ActiveRun implements store.Runs.
+func (l *Log) ActiveRun(ctx context.Context, thread string) (store.RunClaim, bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return store.RunClaim{}, false, err
+	}
+	c, ok := l.claims[thread]
+	return claimView(c, time.Now()), ok, nil
+}
+
+// RunClaims implements store.Runs.
+func (l *Log) RunClaims(ctx context.Context) ([]store.RunClaim, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return nil, err
+	}
+	t := time.Now()
+	out := make([]store.RunClaim, 0, len(l.claims))
+	for _, c := range l.claims {
+		out = append(out, claimView(c, t))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Thread < out[j].Thread })
+	return out, nil
+}
+
+// EnqueueInput implements store.Runs.
+func (l *Log) EnqueueInput(ctx context.Context, thread string, in store.QueuedInput) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return err
+	}
+	l.queues[thread] = append(l.queues[thread], in)
+	return nil
+}
+
+// DequeueInput implements store.Runs.
+func (l *Log) DequeueInput(ctx context.Context, thread string) (store.QueuedInput, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return store.QueuedInput{}, false, err
+	}
+	q := l.queues[thread]
+	if len(q) == 0 {
+		return store.QueuedInput{}, false, nil
+	}
+	in := q[0]
+	if len(q) == 1 {
+		delete(l.queues, thread)
+	} else {
+		l.queues[thread] = q[1:]
+	}
+	return in, true, nil
+}
+
+// DropQueue implements store.Runs.
+func (l *Log) DropQueue(ctx context.Context, thread string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return 0, err
+	}
+	n := len(l.queues[thread])
+	delete(l.queues, thread)
+	return n, nil
 }
 
 // records returns the thread's records as of now. Appends only ever add
@@ -222,4 +410,42 @@ func decode(recs []record) ([]event.Event, error) {
 // microsecond, without a monotonic clock reading.
 func normalize(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
+}
+
+// QueueLen implements store.Runs.
+func (l *Log) QueueLen(ctx context.Context, thread string) (int, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return 0, err
+	}
+	return len(l.queues[thread]), nil
+}
+
+// OwnThread implements store.Owners.
+func (l *Log) OwnThread(ctx context.Context, thread, principal string) (string, error) {
+	if thread == "" || principal == "" {
+		return "", errors.New("memory: own thread: thread and principal are required")
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return "", err
+	}
+	if owner, ok := l.owners[thread]; ok {
+		return owner, nil
+	}
+	l.owners[thread] = principal
+	return principal, nil
+}
+
+// ThreadOwner implements store.Owners.
+func (l *Log) ThreadOwner(ctx context.Context, thread string) (string, bool, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return "", false, err
+	}
+	owner, ok := l.owners[thread]
+	return owner, ok, nil
 }

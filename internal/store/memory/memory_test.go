@@ -18,7 +18,7 @@ import (
 
 // TestLog runs the suite every store.Log passes.
 func TestLog(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Log {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		l := memory.New()
 		t.Cleanup(func() { _ = l.Close() })
 		return l
@@ -142,6 +142,7 @@ func TestHistory(t *testing.T) {
 		delta("he"),
 		event.Event{Payload: event.MessageCompleted{MessageID: "m", Role: event.RoleAssistant, Text: "hello"}},
 		event.Event{Payload: event.Usage{}},
+		event.Event{Payload: event.NodeEntered{Node: "think"}},
 	)
 	require.NoError(t, err)
 	hist, err := l.History(ctx, "t")
@@ -150,8 +151,8 @@ func TestHistory(t *testing.T) {
 	for _, e := range hist {
 		types = append(types, e.Type())
 	}
-	assert.Equal(t, []event.Type{event.TypeRunStarted, event.TypeMessageUser, event.TypeMessageCompleted}, types)
-	assert.Equal(t, []int64{1, 2, 4}, seqs(hist))
+	assert.Equal(t, []event.Type{event.TypeRunStarted, event.TypeMessageUser, event.TypeMessageCompleted, event.TypeUsage}, types)
+	assert.Equal(t, []int64{1, 2, 4, 5}, seqs(hist))
 }
 
 func TestThreads(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,10 +18,16 @@ var migrationFiles embed.FS
 // migrateSchema brings the schema to the newest version in one transaction
 // under an advisory lock, so several servers starting at once apply each
 // migration exactly once and a crash leaves the old schema or the new one.
-func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) (version int, err error) {
+//
+// upTo, when positive, stops at that version (tests build old schemas with
+// it).
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string, upTo int) (version int, err error) {
 	ms, err := migrate.Load(migrationFiles, "migrations")
 	if err != nil {
 		return 0, err
+	}
+	if upTo > 0 {
+		ms = slices.DeleteFunc(ms, func(m migrate.Migration) bool { return m.Version > upTo })
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentwire/store/migrate/' || $1, 0))`, schema); err != nil {

@@ -2,23 +2,29 @@
 // over one PostgreSQL database (pgx v5).
 //
 // Semantics match the SQLite store, including under concurrency between
-// processes: seqs are reserved from the thread's row, locked until commit,
-// so servers appending to the same thread at once never duplicate or skip a
-// seq. Within one Store, appends go through one writer goroutine that commits
-// every append waiting at that moment in one transaction (group commit, see
+// processes: a batch takes a transaction-scoped advisory lock on each thread
+// it appends to and numbers the thread's events after the largest seq the
+// events table holds, or after the one the writer remembers, which the
+// events' primary key checks (see write.go), so servers appending to the
+// same thread at once never duplicate or skip a seq. Within one Store,
+// appends go through one writer goroutine that commits every append waiting
+// at that moment in one transaction (group commit, see
 // internal/groupcommit). Commits use the server's synchronous_commit; with
 // the default (on), an acknowledged append is on disk.
 package postgres
 
 import (
 	"context"
-	"errors"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentwire/agentwire/internal/event"
@@ -45,8 +51,13 @@ type Options struct {
 type Store struct {
 	pool   *pgxpool.Pool
 	log    *slog.Logger
+	schema string
 	commit *groupcommit.Committer
+	seqs   seqCache // the writer's (flush's)
 	closed atomic.Bool
+	// threadLocks is how many threads a batch locks one by one
+	// (defaultThreadLocks; tests lower it).
+	threadLocks int
 }
 
 var _ store.Log = (*Store)(nil)
@@ -80,12 +91,13 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	version, err := migrateSchema(ctx, pool, opts.Schema)
+	version, err := migrateSchema(ctx, pool, opts.Schema, 0)
 	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open %s: %w", cfg.ConnConfig.Host, err)
 	}
-	s := &Store{pool: pool, log: opts.Logger}
+	s := &Store{pool: pool, log: opts.Logger, schema: opts.Schema, threadLocks: defaultThreadLocks,
+		seqs: seqCache{last: map[string]int64{}}}
 	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents})
 	s.log.Info("postgres store open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database,
 		"schema", opts.Schema, "version", version)
@@ -105,7 +117,7 @@ func (s *Store) Read(ctx context.Context, thread string, after int64, limit int)
 	if limit < 1 {
 		return nil, fmt.Errorf("postgres: read %q: limit %d is below 1", thread, limit)
 	}
-	evs, err := s.query(ctx, thread, `SELECT seq, id, run, type, time, data FROM events
+	evs, err := s.query(ctx, thread, store.ReadCapacity(limit), `SELECT seq, id, run, type, time, data FROM events
 		WHERE thread = $1 AND seq > $2 ORDER BY seq LIMIT $3`, thread, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read %q after %d: %w", thread, after, err)
@@ -115,7 +127,7 @@ func (s *Store) Read(ctx context.Context, thread string, after int64, limit int)
 
 // History implements store.Log.
 func (s *Store) History(ctx context.Context, thread string) ([]event.Event, error) {
-	evs, err := s.query(ctx, thread, `SELECT seq, id, run, type, time, data FROM events
+	evs, err := s.query(ctx, thread, 64, `SELECT seq, id, run, type, time, data FROM events
 		WHERE thread = $1 AND type = ANY($2) ORDER BY seq`, thread, historyTypes())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: history of %q: %w", thread, err)
@@ -129,10 +141,7 @@ func (s *Store) LastSeq(ctx context.Context, thread string) (int64, error) {
 		return 0, err
 	}
 	var seq int64
-	err := s.pool.QueryRow(ctx, `SELECT last_seq FROM threads WHERE id = $1`, thread).Scan(&seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE thread = $1`, thread).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: last seq of %q: %w", thread, s.closedErr(err))
 	}
@@ -147,8 +156,14 @@ func (s *Store) Threads(ctx context.Context, after string, limit int) ([]store.T
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, last_seq, created, updated FROM threads
-		WHERE id > $1 ORDER BY id LIMIT $2`, after, limit)
+	// A thread's last seq and its last write are those of its last event
+	// (one probe of the events' primary key each); Updated is that event's
+	// Time, and never before Created.
+	rows, err := s.pool.Query(ctx, `SELECT t.id, coalesce(l.seq, 0), t.created, greatest(t.created, l.time)
+		FROM threads t LEFT JOIN LATERAL (
+			SELECT e.seq, e.time FROM events e WHERE e.thread = t.id ORDER BY e.seq DESC LIMIT 1
+		) l ON true
+		WHERE t.id > $1 ORDER BY t.id LIMIT $2`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: threads: %w", s.closedErr(err))
 	}
@@ -195,8 +210,15 @@ func (s *Store) closedErr(err error) error {
 	return err
 }
 
-// query runs an events query for thread and decodes its rows.
-func (s *Store) query(ctx context.Context, thread, query string, args ...any) ([]event.Event, error) {
+// query runs an events query for thread and decodes its rows into a slice
+// of capacity capacity to begin with.
+//
+// Rows are read from their raw bytes (binary format) rather than through
+// pgx's Scan, which costs as much as decoding the payload: the type maps to
+// its Type without a copy (event.ParseType), the id and run share one
+// allocation, and the payload is copied once, its strings slices of that
+// copy (event.DecodePayloadString).
+func (s *Store) query(ctx context.Context, thread string, capacity int, query string, args ...any) ([]event.Event, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -204,23 +226,56 @@ func (s *Store) query(ctx context.Context, thread, query string, args ...any) ([
 	if err != nil {
 		return nil, s.closedErr(err)
 	}
-	var (
-		out  []event.Event
-		e    event.Event
-		typ  string
-		tm   time.Time
-		data []byte
-	)
-	_, err = pgx.ForEachRow(rows, []any{&e.Seq, &e.ID, &e.Run, &typ, &tm, &data}, func() error {
-		p, err := event.DecodePayload(event.Type(typ), data)
-		if err != nil {
-			return fmt.Errorf("seq %d: %w", e.Seq, err)
+	defer rows.Close()
+	out := make([]event.Event, 0, capacity)
+	fast := binaryRows(rows.FieldDescriptions())
+	var buf []byte
+	for rows.Next() {
+		raw := rows.RawValues()
+		e := event.Event{Thread: thread}
+		ok := fast
+		if ok {
+			e.Seq, e.Time, ok = seqAndTime(raw[0], raw[4])
 		}
-		out = append(out, event.Event{Thread: thread, Seq: e.Seq, ID: e.ID, Run: e.Run, Time: tm.UTC(), Payload: p})
-		return nil
-	})
-	if err != nil {
+		if ok {
+			buf = append(append(buf[:0], raw[1]...), raw[2]...)
+			ids := string(buf)
+			e.ID, e.Run = ids[:len(raw[1])], ids[len(raw[1]):]
+		} else if err := rows.Scan(&e.Seq, &e.ID, &e.Run, nil, &e.Time, nil); err != nil {
+			return nil, s.closedErr(err)
+		}
+		e.Time = e.Time.UTC()
+		// json is its text in either format.
+		if e.Payload, err = event.DecodePayloadString(event.ParseType(raw[3]), string(raw[5])); err != nil {
+			return nil, fmt.Errorf("seq %d: %w", e.Seq, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, s.closedErr(err)
 	}
 	return out, nil
+}
+
+// binaryRows reports whether rows of seq, id, run, type, time, data come
+// with seq and time in the binary formats seqAndTime reads.
+func binaryRows(fds []pgconn.FieldDescription) bool {
+	return len(fds) == 6 &&
+		fds[0].DataTypeOID == pgtype.Int8OID && fds[0].Format == pgtype.BinaryFormatCode &&
+		fds[4].DataTypeOID == pgtype.TimestamptzOID && fds[4].Format == pgtype.BinaryFormatCode
+}
+
+// seqAndTime reads a binary int8 and a binary timestamptz (microseconds
+// since 2000-01-01 UTC). It reports false for what it does not read, ±
+// infinity, which pgx's Scan then refuses.
+func seqAndTime(seq, tm []byte) (int64, time.Time, bool) {
+	if len(seq) != 8 || len(tm) != 8 {
+		return 0, time.Time{}, false
+	}
+	us := int64(binary.BigEndian.Uint64(tm))
+	if us == math.MaxInt64 || us == math.MinInt64 {
+		return 0, time.Time{}, false
+	}
+	const y2k = 946_684_800 * 1_000_000 // 2000-01-01 in Unix microseconds
+	return int64(binary.BigEndian.Uint64(seq)), time.UnixMicro(us + y2k), true
 }

@@ -60,14 +60,16 @@ type Options struct {
 
 // Store is a store.Log kept in one SQLite file.
 type Store struct {
-	path    string
-	log     *slog.Logger
-	wdb     *sql.DB // one connection: the writer goroutine's (and Open's and Close's)
-	rdb     *sql.DB // query-only pool
-	commit  *groupcommit.Committer
-	writer  writer // owned by the writer goroutine (flush)
-	closed  atomic.Bool
-	history string // the History query
+	path   string
+	log    *slog.Logger
+	wdb    *sql.DB // one connection: the writer goroutine's (and Open's and Close's)
+	rdb    *sql.DB // query-only pool
+	commit *groupcommit.Committer
+	writer writer // owned by the writer goroutine (flush)
+	closed atomic.Bool
+	// read and history are Read's and History's queries, prepared on rdb:
+	// compiling one costs as much as reading a hundred events.
+	read, history *sql.Stmt
 }
 
 var _ store.Log = (*Store)(nil)
@@ -143,8 +145,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return fail(err)
 	}
 
-	s.history = `SELECT seq, id, run, type, time, data FROM events WHERE thread = ? AND type IN (` +
-		strings.TrimSuffix(strings.Repeat("?, ", len(store.HistoryTypes)), ", ") + `) ORDER BY seq`
+	if s.read, err = s.rdb.PrepareContext(ctx, `SELECT seq, id, run, type, time, data FROM events
+		WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?`); err != nil {
+		return fail(err)
+	}
+	if s.history, err = s.rdb.PrepareContext(ctx, `SELECT seq, id, run, type, time, data FROM events WHERE thread = ? AND type IN (`+
+		strings.TrimSuffix(strings.Repeat("?, ", len(store.HistoryTypes)), ", ")+`) ORDER BY seq`); err != nil {
+		return fail(err)
+	}
 	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents})
 	s.log.Info("sqlite store open", "path", path, "schema", version, "synchronous", sync)
 	return s, nil
@@ -166,8 +174,7 @@ func (s *Store) Read(ctx context.Context, thread string, after int64, limit int)
 	if limit < 1 {
 		return nil, fmt.Errorf("sqlite: read %q: limit %d is below 1", thread, limit)
 	}
-	evs, err := s.query(ctx, thread, `SELECT seq, id, run, type, time, data FROM events
-		WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?`, thread, after, limit)
+	evs, err := s.query(ctx, thread, store.ReadCapacity(limit), s.read, thread, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read %q after %d: %w", thread, after, err)
 	}
@@ -181,7 +188,7 @@ func (s *Store) History(ctx context.Context, thread string) ([]event.Event, erro
 	for _, t := range store.HistoryTypes {
 		args = append(args, string(t))
 	}
-	evs, err := s.query(ctx, thread, s.history, args...)
+	evs, err := s.query(ctx, thread, 64, s.history, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: history of %q: %w", thread, err)
 	}
@@ -257,6 +264,11 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	errs := []error{s.writer.close()}
+	for _, st := range []*sql.Stmt{s.read, s.history} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
 	if s.rdb != nil {
 		errs = append(errs, s.rdb.Close())
 	}
@@ -280,28 +292,32 @@ func (s *Store) closedErr(err error) error {
 	return err
 }
 
-// query runs an events query for thread and decodes its rows.
-func (s *Store) query(ctx context.Context, thread, query string, args ...any) ([]event.Event, error) {
+// query runs an events query (a statement prepared on rdb) for thread and
+// decodes its rows into a slice of capacity capacity to begin with.
+//
+// The driver hands text columns over as strings of their own, which Scan
+// passes on without copying; the payload's strings are slices of its one
+// (event.DecodePayloadString).
+func (s *Store) query(ctx context.Context, thread string, capacity int, query *sql.Stmt, args ...any) ([]event.Event, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, query, args...)
+	rows, err := query.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, s.closedErr(err)
 	}
 	defer rows.Close()
 	var (
-		out  = make([]event.Event, 0, 64)
-		typ  string
-		us   int64
-		data sql.RawBytes // decoded before the next row reuses it
+		out       = make([]event.Event, 0, capacity)
+		typ, data string
+		us        int64
 	)
 	for rows.Next() {
 		e := event.Event{Thread: thread}
 		if err := rows.Scan(&e.Seq, &e.ID, &e.Run, &typ, &us, &data); err != nil {
 			return nil, err
 		}
-		if e.Payload, err = event.DecodePayload(event.Type(typ), data); err != nil {
+		if e.Payload, err = event.DecodePayloadString(event.Type(typ), data); err != nil {
 			return nil, fmt.Errorf("seq %d: %w", e.Seq, err)
 		}
 		e.Time = time.UnixMicro(us).UTC()

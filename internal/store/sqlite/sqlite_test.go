@@ -2,10 +2,13 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/internal/event"
@@ -33,10 +36,10 @@ func open(t *testing.T, dir string) *sqlite.Store {
 
 func TestStore(t *testing.T) {
 	storetest.Run(t,
-		func(t *testing.T) store.Log { return open(t, t.TempDir()) },
-		storetest.WithReopen(func(t *testing.T) (store.Log, func(t *testing.T) store.Log) {
+		func(t *testing.T) store.Store { return open(t, t.TempDir()) },
+		storetest.WithReopen(func(t *testing.T) (store.Store, func(t *testing.T) store.Store) {
 			dir := t.TempDir()
-			return open(t, dir), func(t *testing.T) store.Log { return open(t, dir) }
+			return open(t, dir), func(t *testing.T) store.Store { return open(t, dir) }
 		}))
 }
 
@@ -75,4 +78,47 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	require.Error(t, err, "no Dir")
 	_, err = sqlite.Open(t.Context(), sqlite.Options{Dir: t.TempDir(), Synchronous: "OFF"})
 	require.Error(t, err, "synchronous OFF would ack what a crash loses")
+}
+
+// TestMigrationClaimsRunsLeftOpen opens a database of schema version 1 in
+// which a crashed server left a run open: the migration to run claims gives
+// that run a claim, so that the next server start ends it.
+func TestMigrationClaimsRunsLeftOpen(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName))
+	require.NoError(t, err)
+	v1, err := os.ReadFile("migrations/0001_events.sql")
+	require.NoError(t, err)
+	_, err = db.Exec(string(v1))
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied INTEGER NOT NULL) STRICT;
+		INSERT INTO schema_migrations VALUES (1, '0001_events', 0)`)
+	require.NoError(t, err)
+	rows := []struct {
+		thread string
+		seq    int64
+		run    string
+		typ    event.Type
+	}{
+		{"t1", 1, "done", event.TypeRunStarted},
+		{"t1", 2, "done", event.TypeRunCompleted},
+		{"t1", 3, "dead", event.TypeRunStarted},
+		{"t1", 4, "dead", event.TypeMessageDelta},
+		{"t2", 1, "ok", event.TypeRunStarted},
+		{"t2", 2, "ok", event.TypeRunCancelled},
+	}
+	for _, r := range rows {
+		_, err = db.Exec(`INSERT INTO events (thread, seq, id, run, type, time, data) VALUES (?, ?, ?, ?, ?, ?, '{}')`,
+			r.thread, r.seq, event.NewID(), r.run, string(r.typ), time.Now().UnixMicro())
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	s := open(t, dir)
+	claims, err := s.RunClaims(t.Context())
+	require.NoError(t, err)
+	require.Len(t, claims, 1, "claims %+v", claims)
+	assert.Equal(t, "t1", claims[0].Thread)
+	assert.Equal(t, "dead", claims[0].Run)
+	assert.Equal(t, "unknown", claims[0].Node)
 }

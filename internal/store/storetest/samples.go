@@ -60,6 +60,8 @@ func Sample(t event.Type) event.Payload {
 		return event.InputProvided{RequestID: "i1", Text: "s3cret"}
 	case event.TypeInputTimedOut:
 		return event.InputTimedOut{RequestID: "i2", TimeoutSeconds: 30}
+	case event.TypeUIPatched:
+		return event.UIPatched{RequestID: "u1", Patch: json.RawMessage(`[{"op":"replace","path":"/path","value":"b.go"}]`), Payload: args}
 	case event.TypeUIRequested:
 		return event.UIRequested{RequestID: "u1", Tool: "pick", Component: "select", Payload: args, Agent: "coder"}
 	case event.TypeUIResolved:
@@ -87,7 +89,7 @@ func Sample(t event.Type) event.Payload {
 	case event.TypeGotExpanded:
 		return event.GotExpanded{NodeID: "n2", NodesAdded: 3, EdgesAdded: 4}
 	case event.TypeUsage:
-		return event.Usage{PromptTokens: 1200, CompletionTokens: 345, TotalTokens: 1545, Cost: 0.0123}
+		return event.Usage{PromptTokens: 1200, CompletionTokens: 345, TotalTokens: 1545, Cost: 0.0123, Model: "gpt-4o-mini"}
 	case event.TypeContextCompacted:
 		return event.ContextCompacted{OldTokens: 90000, NewTokens: 4000, Strategy: "summary", Summary: "so far: ..."}
 	}
