@@ -13,7 +13,6 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/agentwire/agentwire/internal/event"
@@ -35,6 +34,10 @@ var (
 	// ErrHandlerExists is returned by HandleCommands when the thread already
 	// has a handler: a thread has one owner.
 	ErrHandlerExists = errors.New("bus: the thread already has a command handler")
+	// ErrMissed ends a subscription that may have missed events (its
+	// transport lost them, as across a network outage); like a slow
+	// consumer, the subscriber resumes from its last seq.
+	ErrMissed = errors.New("bus: events may have been missed")
 )
 
 // Bus delivers a thread's committed events to its live subscribers and its
@@ -53,7 +56,7 @@ type Bus interface {
 	Subscribe(ctx context.Context, thread string, queue int) (Subscription, error)
 	// Send delivers cmd to the thread's command handler and returns the
 	// handler's error, or ErrNoHandler when the thread has none.
-	Send(ctx context.Context, thread string, cmd Command) error
+	Send(ctx context.Context, thread string, cmd event.Command) error
 	// HandleCommands makes h the thread's command handler until stop is
 	// called. stop is idempotent; once it returns, h is neither running nor
 	// called again. stop must not be called from h.
@@ -67,9 +70,11 @@ type Bus interface {
 type Subscription interface {
 	// Next returns the next published event, in publish order, waiting
 	// until one comes or ctx is done. Once the subscription has ended it
-	// returns why: ErrSlowConsumer, ErrClosed (the bus closed, or Close was
-	// called), or a transport's error. Events are shared between
-	// subscribers: treat them as read-only. Next is for one goroutine at a
+	// returns why: ErrSlowConsumer, ErrMissed, ErrClosed (the bus closed, or
+	// Close was called), or a transport's error. Events are shared between
+	// subscribers: treat them as read-only. An event a transport could not
+	// carry whole arrives with its Thread and Seq but no Payload: the
+	// subscriber reads it from the log. Next is for one goroutine at a
 	// time.
 	Next(ctx context.Context) (event.Event, error)
 	// Close ends the subscription. It is idempotent.
@@ -81,26 +86,4 @@ type Subscription interface {
 // rather than do the work itself. Its error is the sender's answer.
 // Transports that cross processes carry the error's text, not its identity;
 // only the bus's own errors survive errors.Is everywhere.
-type Handler func(ctx context.Context, cmd Command) error
-
-// CommandKind names what a command asks for.
-type CommandKind string
-
-// Command kinds.
-const (
-	CommandCancel  CommandKind = "cancel"  // stop the run
-	CommandApprove CommandKind = "approve" // answer tool.approval.requested
-	CommandInput   CommandKind = "input"   // answer input.requested
-	CommandUI      CommandKind = "ui"      // answer ui.requested
-)
-
-// Command is a request to the owner of a thread's run. It is plain data, so
-// any transport can carry it: the body is JSON whose shape the kind names.
-type Command struct {
-	Kind CommandKind `json:"kind"`
-	// Run is the run the command is for; empty means the thread's active
-	// run.
-	Run string `json:"run,omitempty"`
-	// Body is the command's JSON-encoded arguments, if any.
-	Body json.RawMessage `json:"body,omitempty"`
-}
+type Handler func(ctx context.Context, cmd event.Command) error

@@ -211,19 +211,19 @@ func testBadQueue(t *testing.T, b bus.Bus) {
 }
 
 func testSendWithoutHandler(t *testing.T, b bus.Bus) {
-	err := b.Send(ctx(t), "nobody", bus.Command{Kind: bus.CommandCancel})
+	err := b.Send(ctx(t), "nobody", event.Command{Kind: event.CommandCancel})
 	assert.ErrorIs(t, err, bus.ErrNoHandler)
 }
 
 func testSendReachesHandler(t *testing.T, b bus.Bus) {
 	var mu sync.Mutex
-	var got []bus.Command
+	var got []event.Command
 	refuse := errors.New("no pending request has that id")
-	stop, err := b.HandleCommands(ctx(t), "t", func(_ context.Context, cmd bus.Command) error {
+	stop, err := b.HandleCommands(ctx(t), "t", func(_ context.Context, cmd event.Command) error {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, cmd)
-		if cmd.Kind == bus.CommandInput {
+		if cmd.Kind == event.CommandInput {
 			return refuse
 		}
 		return nil
@@ -231,9 +231,9 @@ func testSendReachesHandler(t *testing.T, b bus.Bus) {
 	require.NoError(t, err)
 	defer stop()
 
-	approve := bus.Command{Kind: bus.CommandApprove, Run: "r1", Body: json.RawMessage(`{"call_id":"c1","decision":"approve"}`)}
+	approve := event.Command{Kind: event.CommandApprove, Run: "r1", ID: "c1", Decision: event.DecisionApprove, Data: json.RawMessage(`{"a":1}`)}
 	require.NoError(t, b.Send(ctx(t), "t", approve))
-	err = b.Send(ctx(t), "t", bus.Command{Kind: bus.CommandInput, Run: "r1"})
+	err = b.Send(ctx(t), "t", event.Command{Kind: event.CommandInput, Run: "r1"})
 	require.Error(t, err, "Send of a command the handler refuses")
 	assert.Contains(t, err.Error(), refuse.Error())
 	assert.ErrorIs(t, b.Send(ctx(t), "other", approve), bus.ErrNoHandler, "Send to another thread")
@@ -243,12 +243,14 @@ func testSendReachesHandler(t *testing.T, b bus.Bus) {
 	require.Len(t, got, 2)
 	assert.Equal(t, approve.Kind, got[0].Kind)
 	assert.Equal(t, approve.Run, got[0].Run)
-	assert.JSONEq(t, string(approve.Body), string(got[0].Body))
-	assert.Equal(t, bus.CommandInput, got[1].Kind)
+	assert.Equal(t, approve.ID, got[0].ID)
+	assert.Equal(t, approve.Decision, got[0].Decision)
+	assert.JSONEq(t, string(approve.Data), string(got[0].Data))
+	assert.Equal(t, event.CommandInput, got[1].Kind)
 }
 
 func testOneHandlerPerThread(t *testing.T, b bus.Bus) {
-	nop := func(context.Context, bus.Command) error { return nil }
+	nop := func(context.Context, event.Command) error { return nil }
 	stop, err := b.HandleCommands(ctx(t), "t", nop)
 	require.NoError(t, err)
 	_, err = b.HandleCommands(ctx(t), "t", nop)
@@ -256,7 +258,7 @@ func testOneHandlerPerThread(t *testing.T, b bus.Bus) {
 
 	stop()
 	stop() // idempotent
-	assert.ErrorIs(t, b.Send(ctx(t), "t", bus.Command{Kind: bus.CommandCancel}), bus.ErrNoHandler, "Send after stop")
+	assert.ErrorIs(t, b.Send(ctx(t), "t", event.Command{Kind: event.CommandCancel}), bus.ErrNoHandler, "Send after stop")
 
 	// The thread can be owned again, and the old stop does not remove the
 	// new handler.
@@ -264,13 +266,13 @@ func testOneHandlerPerThread(t *testing.T, b bus.Bus) {
 	require.NoError(t, err)
 	defer stop2()
 	stop()
-	assert.NoError(t, b.Send(ctx(t), "t", bus.Command{Kind: bus.CommandCancel}), "Send to the new owner")
+	assert.NoError(t, b.Send(ctx(t), "t", event.Command{Kind: event.CommandCancel}), "Send to the new owner")
 }
 
 func testStopWaits(t *testing.T, b bus.Bus) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var running atomic.Bool
-	stop, err := b.HandleCommands(ctx(t), "t", func(context.Context, bus.Command) error {
+	stop, err := b.HandleCommands(ctx(t), "t", func(context.Context, event.Command) error {
 		running.Store(true)
 		close(entered)
 		<-release
@@ -280,7 +282,7 @@ func testStopWaits(t *testing.T, b bus.Bus) {
 	require.NoError(t, err)
 
 	sent := make(chan error, 1)
-	go func() { sent <- b.Send(ctx(t), "t", bus.Command{Kind: bus.CommandCancel}) }()
+	go func() { sent <- b.Send(ctx(t), "t", event.Command{Kind: event.CommandCancel}) }()
 	<-entered
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
@@ -299,7 +301,7 @@ func testClose(t *testing.T, b bus.Bus) {
 	s, err := b.Subscribe(ctx(t), "t", 8)
 	require.NoError(t, err)
 	defer s.Close()
-	_, err = b.HandleCommands(ctx(t), "h", func(context.Context, bus.Command) error { return nil })
+	_, err = b.HandleCommands(ctx(t), "h", func(context.Context, event.Command) error { return nil })
 	require.NoError(t, err)
 
 	require.NoError(t, b.Close())
@@ -309,8 +311,8 @@ func testClose(t *testing.T, b bus.Bus) {
 	assert.ErrorIs(t, b.Publish(ctx(t), "t", events("t", 1, 1)), bus.ErrClosed)
 	_, err = b.Subscribe(ctx(t), "t", 8)
 	assert.ErrorIs(t, err, bus.ErrClosed)
-	assert.ErrorIs(t, b.Send(ctx(t), "h", bus.Command{Kind: bus.CommandCancel}), bus.ErrClosed)
-	_, err = b.HandleCommands(ctx(t), "h", func(context.Context, bus.Command) error { return nil })
+	assert.ErrorIs(t, b.Send(ctx(t), "h", event.Command{Kind: event.CommandCancel}), bus.ErrClosed)
+	_, err = b.HandleCommands(ctx(t), "h", func(context.Context, event.Command) error { return nil })
 	assert.ErrorIs(t, err, bus.ErrClosed)
 }
 

@@ -82,7 +82,7 @@ func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subs
 
 // Send implements bus.Bus: it calls the thread's handler on the caller's
 // goroutine.
-func (b *Bus) Send(ctx context.Context, thread string, cmd bus.Command) error {
+func (b *Bus) Send(ctx context.Context, thread string, cmd event.Command) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
