@@ -6,7 +6,6 @@ package anthropic
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -133,34 +132,14 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 				break
 			}
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.Chunk{}, streamError(ctx, err))
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		if !t.stopped {
-			yield(llm.Chunk{}, fmt.Errorf("anthropic: the stream ended before the message stopped: %w", io.ErrUnexpectedEOF))
-			return
-		}
-		if t.end() {
-			m.log.DebugContext(ctx, "model call done", "provider", "anthropic", "model", m.model,
-				"finish", t.finish, "prompt_tokens", t.usage.PromptTokens, "completion_tokens", t.usage.CompletionTokens)
-		}
+		llm.EndStream(ctx, yield, llm.StreamEnd{
+			Provider: "anthropic", Model: m.model, Log: m.log,
+			Err: stream.Err(), APIError: apiError,
+			Finished: t.stopped, Before: "the message stopped",
+			End: func() (llm.FinishReason, llm.Usage, bool) {
+				ok := t.end()
+				return t.finish, t.usage, ok
+			},
+		})
 	}
-}
-
-// streamError turns what ended a stream into the error Stream yields: the
-// context's error when it was cancelled, an *llm.APIError for what the API
-// reported, else err.
-func streamError(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	if e := apiError(err); e != nil {
-		return e
-	}
-	return fmt.Errorf("anthropic: %w", err)
 }

@@ -8,7 +8,6 @@ package gemini
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -110,39 +109,24 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 			return
 		}
 		t := turn{yield: yield}
+		var streamErr error
 		for resp, err := range m.client.Models.GenerateContentStream(ctx, m.model, contents, config) {
 			if err != nil {
-				yield(llm.Chunk{}, streamError(ctx, err))
-				return
+				streamErr = err
+				break
 			}
 			if !t.response(resp) {
 				return
 			}
 		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		if t.finish == "" {
-			yield(llm.Chunk{}, fmt.Errorf("gemini: the stream ended before the model finished: %w", io.ErrUnexpectedEOF))
-			return
-		}
-		if t.end() {
-			m.log.DebugContext(ctx, "model call done", "provider", "gemini", "model", m.model,
-				"finish", t.finish, "prompt_tokens", t.usage.PromptTokens, "completion_tokens", t.usage.CompletionTokens)
-		}
+		llm.EndStream(ctx, yield, llm.StreamEnd{
+			Provider: "gemini", Model: m.model, Log: m.log,
+			Err: streamErr, APIError: apiError,
+			Finished: t.finish != "", Before: "the model finished",
+			End: func() (llm.FinishReason, llm.Usage, bool) {
+				ok := t.end()
+				return t.finish, t.usage, ok
+			},
+		})
 	}
-}
-
-// streamError turns what ended a stream into the error Stream yields: the
-// context's error when it was cancelled, an *llm.APIError for what the API
-// reported, else err.
-func streamError(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	if e := apiError(err); e != nil {
-		return e
-	}
-	return fmt.Errorf("gemini: %w", err)
 }

@@ -6,7 +6,6 @@ package openai
 import (
 	"context"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"net/http"
@@ -122,34 +121,14 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 				return
 			}
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.Chunk{}, streamError(ctx, err))
-			return
-		}
-		if err := ctx.Err(); err != nil {
-			yield(llm.Chunk{}, err)
-			return
-		}
-		if t.finish == "" {
-			yield(llm.Chunk{}, fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF))
-			return
-		}
-		if t.end() {
-			m.log.DebugContext(ctx, "model call done", "provider", "openai", "model", m.model,
-				"finish", t.finish, "prompt_tokens", t.usage.PromptTokens, "completion_tokens", t.usage.CompletionTokens)
-		}
+		llm.EndStream(ctx, yield, llm.StreamEnd{
+			Provider: "openai", Model: m.model, Log: m.log,
+			Err: stream.Err(), APIError: apiError,
+			Finished: t.finish != "", Before: "the model finished",
+			End: func() (llm.FinishReason, llm.Usage, bool) {
+				ok := t.end()
+				return t.finish, t.usage, ok
+			},
+		})
 	}
-}
-
-// streamError turns what ended a stream into the error Stream yields: the
-// context's error when it was cancelled, an *llm.APIError for what the API
-// reported, else err.
-func streamError(ctx context.Context, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		return ctxErr
-	}
-	if e := apiError(err); e != nil {
-		return e
-	}
-	return fmt.Errorf("openai: %w", err)
 }

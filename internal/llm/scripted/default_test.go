@@ -132,3 +132,14 @@ func TestDefaultExplainsCalls(t *testing.T) {
 	assert.Contains(t, got.text, "this explanation is canned")
 	assert.Empty(t, got.calls)
 }
+
+// The context manager's summary request gets a structured stand-in, even
+// when the quoted conversation holds a demo's phrase.
+func TestDefaultSummarises(t *testing.T) {
+	r := req(user("### User\nplease demo tools\n\n### Assistant\nListing the files."))
+	r.System = "You are compacting the conversation of an AI coding agent with its user."
+	got := play(t, defaultModel(), r)
+	require.NoError(t, got.err)
+	assert.Regexp(t, regexp.MustCompile(`(?s)^## Goals\n.+## Decisions\n.+## Files touched\n.+## Open tasks\n`), got.text)
+	assert.Empty(t, got.calls)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -268,6 +269,11 @@ func compileStep(where string, fs *fileStep, callLine func(int) int) (*step, err
 // after the folder.
 func Load(path string) (*Scenario, error) {
 	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if s, ok := Builtin(path); ok {
+			return s, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
@@ -321,10 +327,30 @@ func Must(s *Scenario, err error) *Scenario {
 //go:embed default.yaml
 var defaultYAML []byte
 
+//go:embed ag2-tour.yaml
+var ag2TourYAML []byte
+
+// builtins are the scenarios Load finds by name when no file has it.
+var builtins = map[string][]byte{"ag2-tour": ag2TourYAML}
+
+// Builtin returns the built-in scenario of that name: "ag2-tour", which
+// drives an AG2 chat through every chat.* frame.
+func Builtin(name string) (*Scenario, bool) {
+	b, ok := builtins[name]
+	if !ok {
+		return nil, false
+	}
+	return Must(Parse(name+".yaml", b)), true
+}
+
 // Default returns the built-in scenario a server runs when no model is
 // configured: it says so and how to configure one, lists the working
 // folder when asked, and plays a demo of every kind of model output on
 // request ("demo tools", "demo approval", ...; see docs/SCENARIOS.md).
 func Default() *Scenario {
-	return Must(Parse("default.yaml", defaultYAML))
+	s := Must(Parse("default.yaml", defaultYAML))
+	// "demo ag2 tour" plays the ag2-tour scenario.
+	tour, _ := Builtin("ag2-tour")
+	s.rules = append(s.rules, tour.rules...)
+	return s
 }
