@@ -31,6 +31,8 @@ type InputRequest struct {
 type UIRequest struct {
 	Component string
 	Payload   json.RawMessage
+	// Display is "inline" (default) or "artifact".
+	Display string
 }
 
 // ErrInputTimedOut is returned by Asker.Ask when nobody answered in time.

@@ -264,8 +264,21 @@ func readOnlyCommand(words []string) bool {
 	}
 	switch prog {
 	case "ls", "cat", "head", "tail", "wc", "pwd", "echo", "grep", "egrep", "fgrep",
-		"stat", "which", "du", "df", "true", "false", "nl", "cd":
+		"stat", "which", "du", "df", "true", "false", "nl", "cd",
+		"cut", "tr", "basename", "dirname", "realpath", "readlink", "diff", "cmp", "printf":
 		return true
+	case "sort":
+		// -o writes its output to a file; --compress-program runs one.
+		return !hasFlag(args, "-o", "--output") && !hasFlag(args, "", "--compress-program")
+	case "uniq":
+		// uniq IN OUT writes OUT.
+		operands := 0
+		for _, a := range args {
+			if !strings.HasPrefix(a, "-") || a == "-" {
+				operands++
+			}
+		}
+		return operands <= 1
 	case "tree":
 		return !hasFlag(args, "-o", "")
 	case "file":
@@ -389,7 +402,7 @@ func readOnlyGit(args []string) bool {
 		}
 	}
 	switch sub {
-	case "status", "log", "diff", "show", "rev-parse":
+	case "status", "log", "diff", "show", "rev-parse", "ls-files", "blame":
 		return true
 	case "branch":
 		listing := false

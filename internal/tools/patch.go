@@ -365,3 +365,62 @@ func indent(lines []string) string {
 	}
 	return b.String()
 }
+
+// ApplyPatchCommand recognises a shell command line that runs apply_patch
+// on a patch, the way Codex-trained models call it through a shell tool,
+// and returns the patch:
+//
+//	apply_patch <<'EOF'
+//	*** Begin Patch
+//	...
+//	*** End Patch
+//	EOF
+//
+// The here-document's delimiter may be quoted ('EOF', "EOF") or not, and
+// "<<-" is accepted; the patch may also be apply_patch's one argument
+// (apply_patch '*** Begin Patch ...'). Nothing may come before apply_patch
+// or after the here-document. ok is false for any other command.
+func ApplyPatchCommand(line string) (patch string, ok bool) {
+	s := strings.TrimSpace(line)
+	rest, found := strings.CutPrefix(s, "apply_patch")
+	if !found || rest == "" || !strings.ContainsAny(rest[:1], " \t<") {
+		return "", false
+	}
+	if r := strings.TrimLeft(rest, " \t"); strings.HasPrefix(r, "<<") && !strings.HasPrefix(r, "<<<") {
+		head, body, found := strings.Cut(r[2:], "\n")
+		if !found {
+			return "", false
+		}
+		delim := strings.TrimSpace(strings.TrimPrefix(head, "-"))
+		if n := len(delim); n >= 2 && (delim[0] == '\'' || delim[0] == '"') && delim[n-1] == delim[0] {
+			delim = delim[1 : n-1]
+		}
+		if delim == "" || strings.ContainsAny(delim, " \t'\"") {
+			return "", false
+		}
+		lines := strings.Split(body, "\n")
+		last := len(lines) - 1
+		for last > 0 && strings.TrimSpace(lines[last]) == "" {
+			last--
+		}
+		if strings.TrimSpace(lines[last]) != delim {
+			return "", false
+		}
+		return strings.Join(lines[:last], "\n"), true
+	}
+	words, err := SplitCommand(s)
+	if err != nil || len(words) != 2 || words[0] != "apply_patch" {
+		return "", false
+	}
+	return words[1], true
+}
+
+// ApplyPatchHeredoc is the shell command line that runs apply_patch on
+// patch with a here-document whose delimiter the patch does not contain.
+func ApplyPatchHeredoc(patch string) string {
+	delim := "EOF"
+	for strings.Contains(patch, delim) {
+		delim += "_"
+	}
+	return "apply_patch <<'" + delim + "'\n" + strings.TrimRight(patch, "\n") + "\n" + delim
+}

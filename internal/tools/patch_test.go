@@ -175,3 +175,65 @@ func FuzzParsePatch(f *testing.F) {
 		}
 	})
 }
+
+func TestApplyPatchCommand(t *testing.T) {
+	const patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
+	for _, line := range []string{
+		"apply_patch <<'EOF'\n" + patch + "\nEOF",
+		"apply_patch <<'EOF'\n" + patch + "\nEOF\n",
+		"  apply_patch <<\"EOF\"\n" + patch + "\nEOF  \n\n",
+		"apply_patch <<EOF\n" + patch + "\nEOF",
+		"apply_patch <<-PATCH\n" + patch + "\nPATCH",
+		"apply_patch '" + patch + "'",
+		tools.ApplyPatchHeredoc(patch),
+	} {
+		got, ok := tools.ApplyPatchCommand(line)
+		if !ok || got != patch {
+			t.Errorf("ApplyPatchCommand(%q) = %q, %v, want the patch", line, got, ok)
+		}
+	}
+	for _, line := range []string{
+		"apply_patch",
+		"apply_patchx <<EOF\n" + patch + "\nEOF",
+		"cd src && apply_patch <<EOF\n" + patch + "\nEOF",
+		"apply_patch <<EOF\n" + patch + "\nEOF\nrm -rf x",
+		"apply_patch <<EOF\n" + patch,
+		"apply_patch <<< 'x'",
+		"apply_patch a b",
+		"echo apply_patch",
+	} {
+		if got, ok := tools.ApplyPatchCommand(line); ok {
+			t.Errorf("ApplyPatchCommand(%q) = %q, true, want not recognised", line, got)
+		}
+	}
+	// A patch that holds the usual delimiter gets another one.
+	tricky := "*** Begin Patch\n*** Add File: EOF\n+EOF\n*** End Patch"
+	if got, ok := tools.ApplyPatchCommand(tools.ApplyPatchHeredoc(tricky)); !ok || got != tricky {
+		t.Errorf("ApplyPatchCommand(ApplyPatchHeredoc(%q)) = %q, %v", tricky, got, ok)
+	}
+}
+
+func FuzzApplyPatchCommand(f *testing.F) {
+	for _, s := range []string{
+		"apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a\n+x\n*** End Patch\nEOF",
+		"apply_patch <<EOF\nx\nEOF\n\n",
+		"apply_patch '*** Begin Patch'",
+		"apply_patch <<-\"P\"\n\nP",
+		"apply_patch <<",
+		"ls -la",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		patch, ok := tools.ApplyPatchCommand(line)
+		if !ok {
+			return
+		}
+		// What was recognised survives a round trip through the form
+		// agentwire writes.
+		again, ok := tools.ApplyPatchCommand(tools.ApplyPatchHeredoc(patch))
+		if want := strings.TrimRight(patch, "\n"); !ok || again != want {
+			t.Fatalf("ApplyPatchCommand(ApplyPatchHeredoc(%q)) = %q, %v, want %q", patch, again, ok, want)
+		}
+	})
+}

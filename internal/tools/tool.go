@@ -38,6 +38,18 @@ type Output func(stream, text string)
 type Result struct {
 	Content string
 	IsError bool
+	// ExitCode is the exit status of a call that ran a program (bash):
+	// its own status, 124 when it timed out, 128+N when signal N killed
+	// it. nil for tools that run no program.
+	ExitCode *int
+}
+
+// PatchEditor is implemented by tools whose calls carry a patch that a
+// person may edit before approving it (apply_patch, and bash running
+// apply_patch): WithPatch returns the call's arguments with patch in place
+// of the model's.
+type PatchEditor interface {
+	WithPatch(args json.RawMessage, patch string) (json.RawMessage, error)
 }
 
 // Effect is what a call does to the world, for the approval policy.

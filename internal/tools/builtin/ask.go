@@ -49,6 +49,7 @@ func askUserTool() tools.Tool {
 type uiArgs struct {
 	Component string          `json:"component"`
 	Payload   json.RawMessage `json:"payload"`
+	Display   string          `json:"display"`
 }
 
 func uiTool() tools.Tool {
@@ -57,7 +58,8 @@ func uiTool() tools.Tool {
 		desc: "Ask the person's frontend to show a component (a form, a choice, a confirmation) with a payload, and wait for the data it returns.",
 		schema: `{"type":"object","properties":{` +
 			`"component":{"type":"string","description":"The component's name, as the frontend knows it"},` +
-			`"payload":{"description":"Data for the component"}},` +
+			`"payload":{"description":"Data for the component"},` +
+			`"display":{"type":"string","enum":["inline","artifact"],"description":"Where the component is shown: inline in the conversation (default) or as an artifact beside it"}},` +
 			`"required":["component"],"additionalProperties":false}`,
 		max: tools.EffectRead,
 		run: func(ctx context.Context, a uiArgs, _ tools.Output) (tools.Result, error) {
@@ -68,7 +70,10 @@ func uiTool() tools.Tool {
 			if !found {
 				return fail(tools.ErrNoAsker), nil
 			}
-			data, err := asker.RequestUI(ctx, tools.UIRequest{Component: a.Component, Payload: a.Payload})
+			data, err := asker.RequestUI(ctx, tools.UIRequest{Component: a.Component, Payload: a.Payload, Display: a.Display})
+			if errors.Is(err, tools.ErrInputTimedOut) {
+				return tools.Result{}, fmt.Errorf("ui: %w", err)
+			}
 			if err != nil {
 				return tools.Result{}, err
 			}

@@ -43,6 +43,7 @@ func TestAskUser(t *testing.T) {
 	require.Equal(t, tools.Result{Content: "main"}, res)
 	res, _, err = e.callCtx(ctx, "ask_user", map[string]any{"prompt": "Token?", "secret": true, "timeout_seconds": 30})
 	require.NoError(t, err)
+	require.Equal(t, tools.Result{Content: "main"}, res)
 	require.Equal(t, []tools.InputRequest{{Prompt: "Which branch?"}, {Prompt: "Token?", Secret: true, TimeoutSeconds: 30}}, p.asked)
 
 	p.err = tools.ErrInputTimedOut

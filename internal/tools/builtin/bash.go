@@ -50,15 +50,42 @@ func bashTool(root *sandbox.Root, opts Options) tools.Tool {
 		desc: fmt.Sprintf("Run a shell command in the working folder (%s -c). Output streams as it comes; the command is stopped after %s. stdin is empty.", shell, opts.CommandTimeout),
 		schema: `{"type":"object","properties":{"command":{"type":"string","description":"The command line"}},` +
 			`"required":["command"],"additionalProperties":false}`,
-		max:      tools.EffectCommand,
-		classify: func(a bashArgs) tools.Class { return classifyLine(a.Command) },
+		max: tools.EffectCommand,
+		classify: func(a bashArgs) tools.Class {
+			if patch, ok := tools.ApplyPatchCommand(a.Command); ok {
+				return patchClass(patch)
+			}
+			return classifyLine(a.Command)
+		},
 		run: func(ctx context.Context, a bashArgs, out tools.Output) (tools.Result, error) {
 			if strings.TrimSpace(a.Command) == "" {
 				return failf("command is required"), nil
 			}
+			// There is no apply_patch program: models trained on Codex
+			// call it through the shell, and get the apply_patch tool.
+			if patch, ok := tools.ApplyPatchCommand(a.Command); ok {
+				res, err := applyPatch(ctx, root, patch)
+				if err == nil {
+					res.ExitCode = exitStatus(res)
+				}
+				return res, err
+			}
 			return r.run(ctx, a.Command, out)
 		},
+		withPatch: func(a bashArgs, patch string) bashArgs {
+			a.Command = tools.ApplyPatchHeredoc(patch)
+			return a
+		},
 	}
+}
+
+// exitStatus is the exit status of a call that ran no program: 0 on
+// success, 1 on failure.
+func exitStatus(res tools.Result) *int {
+	if res.IsError {
+		return new(1)
+	}
+	return new(0)
 }
 
 // classifyLine classifies a shell command line. A line that cannot be split
@@ -133,7 +160,7 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 	text := c.text()
 	switch {
 	case context.Cause(ctx) == errTimedOut:
-		return tools.Result{Content: text + fmt.Sprintf("[timed out after %s; the command was killed]", r.timeout), IsError: true}, nil
+		return tools.Result{Content: text + fmt.Sprintf("[timed out after %s; the command was killed]", r.timeout), IsError: true, ExitCode: new(124)}, nil
 	case ctx.Err() != nil:
 		return tools.Result{Content: text + "[cancelled; the command was killed]", IsError: true}, nil
 	}
@@ -142,16 +169,18 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 	case errors.As(waitErr, &exit):
 		code := exit.ExitCode()
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return tools.Result{Content: text + fmt.Sprintf("[killed by signal %s]", ws.Signal()), IsError: true}, nil
+			return tools.Result{Content: text + fmt.Sprintf("[killed by signal %s]", ws.Signal()), IsError: true, ExitCode: new(128 + int(ws.Signal()))}, nil
 		}
-		return tools.Result{Content: text + fmt.Sprintf("[exit code %d]", code), IsError: true}, nil
+		return tools.Result{Content: text + fmt.Sprintf("[exit code %d]", code), IsError: true, ExitCode: new(code)}, nil
 	case waitErr != nil:
 		return tools.Result{Content: text + fmt.Sprintf("[%v]", waitErr), IsError: true}, nil
 	}
+	res := ok("%s", strings.TrimSuffix(text, "\n"))
 	if text == "" {
-		return ok("(no output)"), nil
+		res = ok("(no output)")
 	}
-	return ok("%s", strings.TrimSuffix(text, "\n")), nil
+	res.ExitCode = new(0)
+	return res, nil
 }
 
 var errTimedOut = errors.New("command timed out")

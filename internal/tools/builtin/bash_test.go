@@ -2,6 +2,7 @@ package builtin_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -29,16 +30,68 @@ func TestBash(t *testing.T) {
 	require.ElementsMatch(t, []string{"out", e.dir, "err"}, strings.Split(res.Content, "\n"))
 
 	res = e.call("bash", map[string]any{"command": "echo failing; exit 3"})
-	require.Equal(t, tools.Result{Content: "failing\n[exit code 3]", IsError: true}, res)
+	require.Equal(t, tools.Result{Content: "failing\n[exit code 3]", IsError: true, ExitCode: new(3)}, res)
 
 	res = e.call("bash", map[string]any{"command": "true"})
-	require.Equal(t, tools.Result{Content: "(no output)"}, res)
+	require.Equal(t, tools.Result{Content: "(no output)", ExitCode: new(0)}, res)
 
 	res = e.call("bash", map[string]any{"command": "cat"})
-	require.Equal(t, tools.Result{Content: "(no output)"}, res, "stdin is empty")
+	require.Equal(t, tools.Result{Content: "(no output)", ExitCode: new(0)}, res, "stdin is empty")
+
+	res = e.call("bash", map[string]any{"command": "kill -TERM $$"})
+	require.True(t, res.IsError)
+	require.Equal(t, 128+int(syscall.SIGTERM), *res.ExitCode, "killed by a signal: 128+N")
 
 	res = e.call("bash", map[string]any{"command": "  "})
 	require.True(t, res.IsError)
+}
+
+// apply_patch run through the shell, as Codex-trained models call it, is
+// the apply_patch tool: classified as an edit, applied without a shell,
+// and its patch can be replaced by an edited one.
+func TestBashApplyPatch(t *testing.T) {
+	e := newEnv(t, builtin.Options{})
+	const patch = "*** Begin Patch\n*** Add File: new.txt\n+made by a heredoc\n*** End Patch"
+	line := "apply_patch <<'EOF'\n" + patch + "\nEOF"
+	bash, ok := e.reg.Get("bash")
+	require.True(t, ok)
+	args := mustJSON(t, map[string]any{"command": line})
+	c := bash.Classify(args)
+	require.Equal(t, tools.Class{Effect: tools.EffectEdit, Key: "apply_patch", Patch: patch}, c)
+
+	res := e.call("bash", map[string]any{"command": line})
+	require.False(t, res.IsError, res.Content)
+	require.Equal(t, 0, *res.ExitCode)
+	require.Equal(t, "made by a heredoc\n", e.file("new.txt"))
+
+	res = e.call("bash", map[string]any{"command": "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: missing.txt\n@@\n-a\n+b\n*** End Patch\nEOF"})
+	require.True(t, res.IsError)
+	require.Equal(t, 1, *res.ExitCode)
+	require.Contains(t, res.Content, "missing.txt")
+
+	const edited = "*** Begin Patch\n*** Add File: edited.txt\n+edited\n*** End Patch"
+	newArgs, err := bash.(tools.PatchEditor).WithPatch(args, edited)
+	require.NoError(t, err)
+	require.Equal(t, edited, bash.Classify(newArgs).Patch)
+	res, _, err = e.callCtx(t.Context(), "bash", json.RawMessage(newArgs))
+	require.NoError(t, err)
+	require.False(t, res.IsError, res.Content)
+	require.Equal(t, "edited\n", e.file("edited.txt"))
+
+	ap, _ := e.reg.Get("apply_patch")
+	newArgs, err = ap.(tools.PatchEditor).WithPatch(mustJSON(t, map[string]any{"patch": patch}), edited)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"patch":`+string(mustJSON(t, edited))+`}`, string(newArgs))
+	ls, _ := e.reg.Get("ls")
+	_, err = ls.(tools.PatchEditor).WithPatch(mustJSON(t, map[string]any{"path": "."}), edited)
+	require.Error(t, err, "ls takes no patch")
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }
 
 func TestBashEnvironment(t *testing.T) {
@@ -54,7 +107,7 @@ func TestBashEnvironment(t *testing.T) {
 
 func TestBashOutputCap(t *testing.T) {
 	e := newEnv(t, builtin.Options{MaxOutput: 1000})
-	res, out, err := e.callCtx(t.Context(), "bash", map[string]any{"command": "head -c 5000 /dev/zero | tr '\\0' a; echo done >&2"})
+	res, out, err := e.callCtx(t.Context(), "bash", map[string]any{"command": "head -c 5000 /dev/zero | tr '\\0' a; echo done"})
 	require.NoError(t, err)
 	require.False(t, res.IsError)
 	require.Equal(t, strings.Repeat("a", 1000)+"\n[output truncated: 4005 more bytes were dropped past the 1000-byte limit]", res.Content)

@@ -97,6 +97,21 @@ type tool[A any] struct {
 	// max (keyed by the tool's name if it edits).
 	classify func(A) tools.Class
 	run      func(ctx context.Context, args A, out tools.Output) (tools.Result, error)
+	// withPatch, for tools whose calls carry a patch, puts a person's
+	// edited patch in the arguments (tools.PatchEditor); nil for others.
+	withPatch func(args A, patch string) A
+}
+
+// WithPatch implements tools.PatchEditor for the tools that carry a patch.
+func (t *tool[A]) WithPatch(raw json.RawMessage, patch string) (json.RawMessage, error) {
+	if t.withPatch == nil {
+		return nil, fmt.Errorf("%s calls carry no patch", t.name)
+	}
+	a, err := decode[A](raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid arguments for %s: %w", t.name, err)
+	}
+	return json.Marshal(t.withPatch(a, patch))
 }
 
 func (t *tool[A]) Spec() tools.Spec {

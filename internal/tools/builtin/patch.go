@@ -24,27 +24,44 @@ func applyPatchTool(root *sandbox.Root) tools.Tool {
 		schema: `{"type":"object","properties":{"patch":{"type":"string","description":"The whole patch, from *** Begin Patch to *** End Patch"}},"required":["patch"],"additionalProperties":false}`,
 		max:    tools.EffectEdit,
 		classify: func(a applyPatchArgs) tools.Class {
-			return tools.Class{Effect: tools.EffectEdit, Key: "apply_patch", Patch: a.Patch}
+			return patchClass(a.Patch)
 		},
 		run: func(ctx context.Context, a applyPatchArgs, _ tools.Output) (tools.Result, error) {
-			p, err := tools.ParsePatch(a.Patch)
-			if err != nil {
-				return failf("%v (no changes were made)", err), nil
-			}
-			plan := &patchPlan{root: root, files: map[string]*planned{}}
-			summary, err := plan.build(p)
-			if err != nil {
-				return failf("%v (no changes were made)", err), nil
-			}
-			if err := ctx.Err(); err != nil {
-				return tools.Result{}, err
-			}
-			if err := plan.commit(); err != nil {
-				return failf("%v", err), nil
-			}
-			return ok("Success. Updated the following files:\n%s", strings.Join(summary, "\n")), nil
+			return applyPatch(ctx, root, a.Patch)
+		},
+		withPatch: func(a applyPatchArgs, patch string) applyPatchArgs {
+			a.Patch = patch
+			return a
 		},
 	}
+}
+
+// patchClass is the class of applying patch, however it is called: an
+// edit that approve-always remembers as "apply_patch".
+func patchClass(patch string) tools.Class {
+	return tools.Class{Effect: tools.EffectEdit, Key: "apply_patch", Patch: patch}
+}
+
+// applyPatch applies a patch in the Codex envelope inside root, all or
+// nothing: every section is worked out in memory first, and a write that
+// fails puts back the files already written.
+func applyPatch(ctx context.Context, root *sandbox.Root, text string) (tools.Result, error) {
+	p, err := tools.ParsePatch(text)
+	if err != nil {
+		return failf("%v (no changes were made)", err), nil
+	}
+	plan := &patchPlan{root: root, files: map[string]*planned{}}
+	summary, err := plan.build(p)
+	if err != nil {
+		return failf("%v (no changes were made)", err), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return tools.Result{}, err
+	}
+	if err := plan.commit(); err != nil {
+		return failf("%v", err), nil
+	}
+	return ok("Success. Updated the following files:\n%s", strings.Join(summary, "\n")), nil
 }
 
 // planned is one file's state as a patch is worked out in memory.

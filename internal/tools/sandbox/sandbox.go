@@ -14,10 +14,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // ErrEscape is matched (errors.Is) by every error that refuses a path for
@@ -210,25 +212,69 @@ func realPath(p string, depth int) (string, error) {
 func Display(rel string) string { return filepath.ToSlash(rel) }
 
 // FS returns the working folder as an fs.FS; it refuses symbolic links that
-// lead out. Names are Resolve's results with forward slashes.
-func (r *Root) FS() fs.FS { return r.root.FS() }
+// lead out, and files with other hard links (see Open). Names are Resolve's
+// results with forward slashes.
+func (r *Root) FS() fs.FS { return linkCheckedFS{r.root.FS()} }
 
-// ReadFile reads the file at p.
+// ReadFile reads the file at p (see Open).
 func (r *Root) ReadFile(p string) ([]byte, error) {
-	rel, err := r.Resolve(p)
+	f, err := r.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	return r.root.ReadFile(rel)
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
-// Open opens the file at p for reading.
+// Open opens the file at p for reading. A regular file with more than one
+// hard link is refused: its other names may be outside the working folder
+// (a link made there to a secret elsewhere on the same file system), and a
+// link count cannot say where they are. The check is on the opened file,
+// so a link made between a check and the open cannot slip through.
 func (r *Root) Open(p string) (*os.File, error) {
 	rel, err := r.Resolve(p)
 	if err != nil {
 		return nil, err
 	}
-	return r.root.Open(rel)
+	f, err := r.root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLinks(f, p); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// checkLinks refuses a regular file with other hard links.
+func checkLinks(f fs.File, p string) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return &EscapeError{Path: p, Reason: fmt.Sprintf("it has %d hard links, and the others may be outside the working folder", st.Nlink)}
+	}
+	return nil
+}
+
+// linkCheckedFS is an fs.FS whose Open refuses files with other hard links.
+type linkCheckedFS struct{ fs.FS }
+
+func (l linkCheckedFS) Open(name string) (fs.File, error) {
+	f, err := l.FS.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLinks(f, name); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Stat describes the file at p, following symbolic links.

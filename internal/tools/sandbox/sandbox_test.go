@@ -2,10 +2,12 @@ package sandbox_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
@@ -179,4 +181,62 @@ func TestWriteFile(t *testing.T) {
 	for _, e := range entries {
 		require.NotContains(t, e.Name(), ".tmp")
 	}
+}
+
+// TestHardLinkOutIsRefused links a file outside the working folder into it
+// by a hard link, which no path check can see: reading it through the Root
+// (ReadFile, Open, FS) is refused; writing the name replaces the link with
+// a new file and leaves the outside file as it was.
+func TestHardLinkOutIsRefused(t *testing.T) {
+	base, rootDir := layout(t)
+	secret := filepath.Join(base, "outside", "secret.txt")
+	require.NoError(t, os.Link(secret, filepath.Join(rootDir, "hard.txt")))
+	r, err := sandbox.Open(rootDir)
+	require.NoError(t, err)
+	defer r.Close()
+
+	_, err = r.ReadFile("hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+	require.Contains(t, err.Error(), "hard links")
+	_, err = r.Open("hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+	_, err = fs.ReadFile(r.FS(), "hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+	b, err := fs.ReadFile(r.FS(), "a.txt")
+	require.NoError(t, err, "a file with one link")
+	require.Equal(t, "a", string(b))
+
+	require.NoError(t, r.WriteFile("hard.txt", []byte("mine")))
+	got, err := os.ReadFile(secret)
+	require.NoError(t, err)
+	require.Equal(t, "secret", string(got), "the outside file is untouched")
+	b, err = r.ReadFile("hard.txt")
+	require.NoError(t, err, "the name is now a file of its own")
+	require.Equal(t, "mine", string(b))
+}
+
+// A hard link in the working folder to a file outside it is refused by
+// every read path (Open, ReadFile, FS), while the file's own name outside
+// is untouched and an ordinary file inside still reads.
+func TestHardLinkOutOfTheFolderIsRefused(t *testing.T) {
+	base, rootDir := layout(t)
+	secret := filepath.Join(base, "outside", "secret.txt")
+	if err := os.Link(secret, filepath.Join(rootDir, "hard.txt")); err != nil {
+		t.Skipf("this file system makes no hard links: %v", err)
+	}
+	r, err := sandbox.Open(rootDir)
+	require.NoError(t, err)
+	defer r.Close()
+
+	_, err = r.ReadFile("hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+	assert.Contains(t, err.Error(), "hard links")
+	_, err = r.Open("hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+	_, err = fs.ReadFile(r.FS(), "hard.txt")
+	require.ErrorIs(t, err, sandbox.ErrEscape)
+
+	b, err := r.ReadFile("a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "a", string(b))
 }
