@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
@@ -17,6 +18,9 @@ type job struct {
 	call  llm.ToolCall
 	tool  tools.Tool
 	class tools.Class
+	// edited is the patch a person edited before approving the call; it
+	// runs instead of the model's.
+	edited string
 }
 
 // act handles the tool calls of one turn: it judges each call, asks a
@@ -34,7 +38,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			r.result(c, "Not run: the user stopped the run.", true)
 			continue
 		}
-		t, ok := r.a.cfg.Tools.Get(c.Name)
+		t, ok := r.tools.Get(c.Name)
 		if !ok {
 			r.result(c, fmt.Sprintf("There is no tool named %q.", c.Name), true)
 			continue
@@ -46,9 +50,9 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			continue
 		}
 		class := t.Classify(args)
-		switch r.a.cfg.Policy.Decide(class, func(k string) bool { return r.remembered[k] }) {
+		switch r.a.cfg.Policy.Decide(class, r.remembered.has) {
 		case tools.Run:
-			jobs = append(jobs, job{c, t, class})
+			jobs = append(jobs, job{c, t, class, ""})
 		case tools.Refuse:
 			r.result(c, "Refused: the approval policy does not allow this call.", true)
 		case tools.Ask:
@@ -58,24 +62,26 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 				r.result(c, why, true)
 				continue
 			}
-			d, msg, err := r.askApproval(ctx, c, class)
+			ans, err := r.askApproval(ctx, c, t, class)
 			if err != nil {
 				r.result(c, "Not run: the run was cancelled while waiting for approval.", true)
 				return err
 			}
-			switch d {
-			case event.DecisionApprove:
-				jobs = append(jobs, job{c, t, class})
-			case event.DecisionApproveAlways:
-				if class.Key != "" {
-					r.remembered[class.Key] = true
+			switch ans.Decision {
+			case event.DecisionApprove, event.DecisionApproveAlways:
+				if ans.Decision == event.DecisionApproveAlways && class.Key != "" {
+					r.remembered.add(class.Key)
 				}
-				jobs = append(jobs, job{c, t, class})
+				j := job{c, t, class, ""}
+				if ans.Patch != "" {
+					j.edited = ans.Patch
+				}
+				jobs = append(jobs, j)
 			case event.DecisionDenyStop:
-				r.result(c, denial(msg, "The user denied this call and stopped the run."), true)
+				r.result(c, denial(ans.Text, "The user denied this call and stopped the run."), true)
 				stopped = errStop
 			default: // deny_continue
-				r.result(c, denial(msg, "The user denied this call. Continue without it, or ask the user how to proceed."), true)
+				r.result(c, denial(ans.Text, "The user denied this call. Continue without it, or ask the user how to proceed."), true)
 			}
 		}
 	}
@@ -130,6 +136,10 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 // and tool.exec.completed.
 func (r *run) exec(ctx context.Context, j job) tools.Result {
 	r.emit(event.ToolExecStarted{CallID: j.call.ID, Name: j.call.Name})
+	// A tool changes the world: it runs only once its call is in the log.
+	if err := r.flush(); err != nil {
+		return tools.Result{Content: "Not run: the run's events could not be stored.", IsError: true}
+	}
 	out := func(stream, text string) {
 		r.emit(event.ToolExecOutput{CallID: j.call.ID, Name: j.call.Name, Stream: stream, Text: text})
 	}
@@ -137,17 +147,28 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	if r.spec.Interactive {
 		tctx = tools.WithAsker(ctx, &asker{r: r, tool: j.call.Name})
 	}
-	res, err := j.tool.Run(tctx, json.RawMessage(j.call.Arguments), out)
+	args := json.RawMessage(j.call.Arguments)
+	if j.edited != "" {
+		// askApproval checked that the tool takes an edited patch.
+		args, _ = j.tool.(tools.PatchEditor).WithPatch(args, j.edited)
+	}
+	began := time.Now()
+	res, err := j.tool.Run(tctx, args, out)
+	took := time.Since(began)
 	switch {
 	case ctx.Err() != nil:
 		res = tools.Result{Content: "Cancelled.", IsError: true}
 	case err != nil:
 		res = tools.Result{Content: err.Error(), IsError: true}
 	}
+	if j.edited != "" {
+		res.Content = "The user edited the patch before approving it; this is the patch that was applied:\n" + j.edited + "\n\n" + res.Content
+	}
 	if len(res.Content) > r.a.cfg.MaxResultBytes {
 		res.Content = truncate(res.Content, r.a.cfg.MaxResultBytes)
 	}
-	r.emit(event.ToolExecCompleted{CallID: j.call.ID, Name: j.call.Name, Result: res.Content, IsError: res.IsError})
+	r.emit(event.ToolExecCompleted{CallID: j.call.ID, Name: j.call.Name, Result: res.Content, IsError: res.IsError,
+		ExitCode: res.ExitCode, DurationMS: max(took.Milliseconds(), 1)})
 	return res
 }
 
@@ -171,38 +192,66 @@ func (r *run) answered(id string) bool {
 	return false
 }
 
-// askApproval writes tool.approval.requested and waits for the decision.
-// On "explain" the model explains the call and the same request stands again.
-func (r *run) askApproval(ctx context.Context, c llm.ToolCall, class tools.Class) (event.Decision, string, error) {
+// askApproval writes tool.approval.requested and waits for the decision,
+// which it returns as the answering command (Decision normalised, Patch
+// set only to an edited patch that approves a patch call). On "explain"
+// the model explains the call and the same request stands again; so it
+// does after an edited patch that does not parse, which the answering
+// client should have refused already.
+func (r *run) askApproval(ctx context.Context, c llm.ToolCall, t tools.Tool, class tools.Class) (event.Command, error) {
 	for {
-		wait := r.w.register(c.ID)
+		wait := r.inbox.register(c.ID, event.CommandApprove)
 		r.emit(event.ToolApprovalRequested{
 			CallID: c.ID, Name: c.Name, Arguments: json.RawMessage(c.Arguments),
 			Command: class.Command, Patch: class.Patch, Key: class.Key,
-			Reason: approvalReason(class),
+			Reason: approvalReason(class), Agent: r.name,
 		})
-		if err := r.em.flush(); err != nil {
-			r.w.unregister(c.ID)
-			return "", "", err
+		if err := r.flush(); err != nil {
+			r.inbox.unregister(c.ID)
+			return event.Command{}, err
 		}
 		cmd, err := wait(ctx)
 		if err != nil {
-			return "", "", err
+			return event.Command{}, err
 		}
-		d := cmd.Decision
-		switch d {
+		switch cmd.Decision {
 		case event.DecisionApprove, event.DecisionApproveAlways, event.DecisionDenyContinue, event.DecisionDenyStop, event.DecisionExplain:
 		default:
-			d = event.DecisionDenyContinue
+			cmd.Decision = event.DecisionDenyContinue
 		}
-		r.emit(event.ToolApprovalResolved{CallID: c.ID, Decision: d, Message: cmd.Text})
-		if d != event.DecisionExplain {
-			return d, cmd.Text, nil
+		approving := cmd.Decision == event.DecisionApprove || cmd.Decision == event.DecisionApproveAlways
+		if !approving || cmd.Patch == class.Patch {
+			cmd.Patch = ""
+		}
+		if cmd.Patch != "" {
+			if why := editablePatch(t, class, cmd.Patch); why != "" {
+				r.systemMessage("The edited patch was not applied: " + why + " The approval request stands.")
+				continue
+			}
+		}
+		r.emit(event.ToolApprovalResolved{CallID: c.ID, Decision: cmd.Decision, Message: cmd.Text, Patch: cmd.Patch})
+		if cmd.Decision != event.DecisionExplain {
+			return cmd, nil
 		}
 		if err := r.explain(ctx, c); err != nil && ctx.Err() != nil {
-			return "", "", ctx.Err()
+			return event.Command{}, ctx.Err()
 		}
 	}
+}
+
+// editablePatch says why patch cannot replace the patch of a call of t
+// classified as class, or "" when it can.
+func editablePatch(t tools.Tool, class tools.Class, patch string) string {
+	if class.Patch == "" {
+		return "the call is not a patch."
+	}
+	if _, ok := t.(tools.PatchEditor); !ok {
+		return "the " + t.Spec().Name + " tool takes no edited patch."
+	}
+	if _, err := tools.ParsePatch(patch); err != nil {
+		return err.Error() + "."
+	}
+	return ""
 }
 
 // explain asks the model to explain a pending call. The explanation is a
@@ -216,7 +265,7 @@ func (r *run) explain(ctx context.Context, c llm.ToolCall) error {
 	}
 	q := fmt.Sprintf("Before the user approves it, explain in two or three sentences what this tool call does and why it is needed, and any risk it carries.\n\nTool: %s\nArguments: %s", c.Name, c.Arguments)
 	msgs = append(append([]llm.Message(nil), msgs...), llm.Message{Role: llm.RoleUser, Content: q})
-	_, err := r.stream(ctx, llm.Request{System: r.a.cfg.System, Messages: msgs}, event.PurposeExplanation)
+	_, err := r.stream(ctx, llm.Request{System: r.system, Messages: msgs}, event.PurposeExplanation)
 	return err
 }
 
@@ -247,11 +296,13 @@ func approvalReason(c tools.Class) string {
 	return "This call needs approval."
 }
 
+// denial is what the model is told of a denied call: "aborted", as Codex
+// tells it, then the person's message or a default one.
 func denial(msg, fallback string) string {
 	if strings.TrimSpace(msg) != "" {
-		return "The user denied this call: " + msg
+		return "aborted\nThe user denied this call: " + msg
 	}
-	return fallback
+	return "aborted\n" + fallback
 }
 
 func truncate(s string, n int) string {

@@ -10,16 +10,18 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/workflow"
 )
 
 // Journal is a thread's log as a run sees it.
@@ -42,43 +44,46 @@ type Policy interface {
 	Decide(c tools.Class, remembered func(key string) bool) tools.Verdict
 }
 
-// CommandKind says what a Command answers.
-type CommandKind int
-
-// Command kinds.
-const (
-	CommandApproval CommandKind = iota + 1 // answers tool.approval.requested
-	CommandInput                           // answers input.requested
-	CommandUI                              // answers ui.requested
-)
-
-// Command is a person's answer, routed to the run that waits for it.
-type Command struct {
-	Kind CommandKind
-	// ID is the call id (approvals) or request id (input, UI).
-	ID       string
-	Decision event.Decision
-	// Text is the input text, or the message to the model on a denial.
-	Text string
-	// Data is a UI component's answer.
-	Data json.RawMessage
-}
-
 // Config configures an Agent.
 type Config struct {
 	Model llm.Model
 	Tools Toolbox
 	// Policy is the approval policy; nil runs every call (full-auto).
 	Policy Policy
-	// MaxSteps caps the model calls of one run (default 10).
+	// MaxSteps caps the model calls of one run (default 10): react's
+	// turns, dup's act phase, each of tot's steps' calls and each got
+	// sub-task. Spec.MaxSteps overrides it for one run.
 	MaxSteps int
+	// TotBranches is how many candidate thoughts tot proposes per step
+	// (default 3); TotDepth how deep its tree goes (default 5).
+	TotBranches int
+	TotDepth    int
+	// GraphParallel caps how many got nodes run at once (default 4).
+	GraphParallel int
 	// System is the system prompt.
 	System string
 	// Name is the agent's name in events (default "assistant").
 	Name string
+	// InputTimeout bounds the wait for a person's answer to an input or
+	// UI request that sets no timeout of its own (0: no limit). When it
+	// passes the run writes input.timed_out and the tool gets a timeout.
+	InputTimeout time.Duration
 	// MaxResultBytes caps a tool result as the model and the log see it
 	// (default 64 KiB).
 	MaxResultBytes int
+	// ContextWindow is the model's context window in tokens; 0 takes it
+	// from the table of known models (llm.ContextWindow).
+	ContextWindow int
+	// CompactThreshold is the share of the context window (0..1) past
+	// which a run compacts the conversation before calling the model (see
+	// context.go); 0 never compacts automatically.
+	CompactThreshold float64
+	// CoalesceDeltas merges the consecutive deltas of one message (or
+	// reasoning block, or tool call) that gather while the run's previous
+	// append is being committed into one event (see coalesce). Off, every
+	// chunk the model streams is an event of its own, which keeps a
+	// scripted scenario's frames the same from run to run.
+	CoalesceDeltas bool
 	Logger         *slog.Logger
 }
 
@@ -91,6 +96,15 @@ type Agent struct {
 func New(cfg Config) *Agent {
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 10
+	}
+	if cfg.TotBranches <= 0 {
+		cfg.TotBranches = 3
+	}
+	if cfg.TotDepth <= 0 {
+		cfg.TotDepth = 5
+	}
+	if cfg.GraphParallel <= 0 {
+		cfg.GraphParallel = 4
 	}
 	if cfg.Name == "" {
 		cfg.Name = "assistant"
@@ -118,80 +132,262 @@ type Spec struct {
 	// (agentchat, threads) are not: a call that would need approval is not
 	// run, and the user is told why in a system message.
 	Interactive bool
+	// Strategy names how the run reasons (see Strategies); "" is "react".
+	Strategy string
+	// MaxSteps, when positive, replaces Config.MaxSteps for this run.
+	MaxSteps int
+	// System, Tools and Model replace the agent's own for this run when
+	// set: a protocol may give a run its own role prompt, working folder
+	// or model.
+	System string
+	Tools  Toolbox
+	Model  llm.Model
+	// Logger, when set, logs this run instead of the agent's logger (a
+	// protocol's "verbose" run logs at debug level).
+	Logger *slog.Logger
+	// Compact makes the run only compact the thread's context (a manual
+	// compaction): it writes run.started with strategy
+	// event.StrategyCompact, context.compacted, and its end.
+	Compact bool
+	// Workflow is the group chat a "group" run plays (group.go).
+	Workflow *workflow.Workflow
+	// Models are the models of the workflow's agents that name one, by
+	// model name; an agent whose model is missing here fails the run.
+	Models map[string]llm.Model
 }
+
+// A Strategy runs a run from its first model call to its end: it calls
+// the model (r.think, r.stream), runs the tools it asks for (r.act) and
+// writes exactly one of run.completed, run.failed or run.cancelled (r.end
+// for failures). The run's transcript is in r.msgs when it starts.
+type Strategy func(ctx context.Context, r *run)
+
+// Strategies are the ways a run can reason, by the names Spec.Strategy
+// takes. A new strategy is its file and one line here.
+var strategies = map[string]Strategy{
+	"react":        react,
+	"group":        group,
+	"dup":          dup,
+	"tot":          tot,
+	"got":          got,
+	"got_adaptive": gotAdaptive,
+}
+
+// Strategies lists the strategy names a Spec may ask for, sorted.
+func Strategies() []string { return slices.Sorted(maps.Keys(strategies)) }
 
 // errStop ends a run early: a person denied a call and stopped the run.
 var errStop = errors.New("stopped by a denial")
 
 // Run executes one run to its end and writes every event of it, ending with
 // exactly one of run.completed, run.failed or run.cancelled. The user's
-// message must already be in the journal. Cancelling ctx cancels the run
-// (model stream and running tools). Run returns an error only when the
-// journal failed, in which case the run's end may be missing from the log.
-func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox <-chan Command) error {
-	em := newEmitter(ctx, j, spec.Thread, spec.Run)
-	w := newWaiters(inbox)
-	pumpDone := make(chan struct{})
-	pumpCtx, stopPump := context.WithCancel(ctx)
-	go func() {
-		defer close(pumpDone)
-		w.pump(pumpCtx)
-	}()
-	defer func() {
-		stopPump()
-		<-pumpDone
-	}()
-
-	r := &run{a: a, spec: spec, em: em, w: w, log: a.cfg.Logger.With("thread", spec.Thread, "run", spec.Run)}
+// message must already be in the journal. People's answers to the run's
+// requests arrive through inbox (nil: the run takes no answers). Cancelling
+// ctx cancels the run (model stream and running tools).
+//
+// A run whose events cannot be stored does not go on unrecorded: the first
+// failed append cancels it, and Run makes one last attempt to record
+// run.failed with CodeStoreError. Run returns an error only when the
+// journal failed; the run's end may then be missing from the log.
+func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) error {
+	if inbox == nil {
+		inbox = NewInbox()
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
+	r := newRun(a, spec, em, inbox)
+	r.ctx = ctx
 	r.execute(ctx)
-	return em.close()
+	err := em.close()
+	if err != nil {
+		r.log.Error("run stopped: its events could not be stored", "err", err)
+		end := event.New(spec.Thread, spec.Run, event.RunFailed{Code: event.CodeStoreError,
+			Message: "The run stopped: its events could not be stored."})
+		if _, aerr := j.Append(context.WithoutCancel(ctx), end); aerr != nil {
+			r.log.Error("record the run's end", "err", aerr)
+		}
+	}
+	return err
 }
+
+// errJournal is the cause a run is cancelled with when its journal fails.
+var errJournal = errors.New("the run's events could not be stored")
+
+// ErrSuperseded, as the cause of a run's cancellation, says another server
+// has taken the run's thread over and ended the run in its log: the run
+// stops and records nothing more.
+var ErrSuperseded = errors.New("the run's thread was taken over by another server")
 
 // run is the state of one run.
 type run struct {
+	ctx        context.Context // the run's, for its cancellation cause
 	a          *Agent
 	spec       Spec
 	em         *emitter
-	w          *waiters
+	inbox      *Inbox
 	log        *slog.Logger
+	model      llm.Model
+	tools      Toolbox
+	system     string
+	name       string // the agent speaking, in events (group.go changes it)
 	msgs       []llm.Message
-	remembered map[string]bool
+	remembered *memory // shared by the run's forks
 	lastReply  string
+	// context accounting (context.go): the last conversation call's
+	// usage, the count it calibrates, and whether compaction failed
+	lastUsage     llm.Usage
+	calib         calibration
+	compactFailed bool
+	// voice, in a got node's run, holds its events back while another
+	// node's are going out (see stage); nil elsewhere.
+	voice *voice
+	// ids are the tool call ids the run has used, shared by its forks.
+	ids *callIDs
 }
 
-func (r *run) emit(p event.Payload) { _ = r.em.emit(p) }
+func newRun(a *Agent, spec Spec, em *emitter, inbox *Inbox) *run {
+	r := &run{a: a, spec: spec, em: em, inbox: inbox, model: a.cfg.Model, tools: a.cfg.Tools, system: a.cfg.System, name: a.cfg.Name,
+		ids: &callIDs{seen: map[string]bool{}}}
+	if spec.Strategy == "" {
+		r.spec.Strategy = "react"
+	}
+	if spec.Compact {
+		r.spec.Strategy = event.StrategyCompact
+	}
+	if spec.Model != nil {
+		r.model = spec.Model
+	}
+	if spec.Tools != nil {
+		r.tools = spec.Tools
+	}
+	if spec.System != "" {
+		r.system = spec.System
+	}
+	log := a.cfg.Logger
+	if spec.Logger != nil {
+		log = spec.Logger
+	}
+	r.log = log.With("thread", spec.Thread, "run", spec.Run)
+	return r
+}
 
+func (r *run) emit(p event.Payload) {
+	if r.superseded() {
+		return
+	}
+	if r.voice != nil {
+		r.voice.say(r.em, p)
+		return
+	}
+	_ = r.em.emit(p)
+}
+
+// flush waits until every event the run emitted is committed; a got node
+// first waits for its turn to be heard.
+func (r *run) flush() error {
+	if r.voice != nil {
+		r.voice.takeStage(r.em)
+	}
+	return r.em.flush()
+}
+
+// superseded reports whether another server has taken the run over.
+func (r *run) superseded() bool { return superseded(r.ctx) }
+
+func superseded(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrSuperseded) }
+
+// execute starts the run, rebuilds the model's transcript from the log and
+// hands over to the run's strategy.
 func (r *run) execute(ctx context.Context) {
-	r.emit(event.RunStarted{Strategy: "react", Agent: r.a.cfg.Name, Input: r.spec.Input})
+	r.emit(event.RunStarted{Strategy: r.spec.Strategy, Agent: r.a.cfg.Name, Input: r.spec.Input})
+	strategy, ok := strategies[r.spec.Strategy]
+	if !ok && !r.spec.Compact {
+		r.end(ctx, fmt.Errorf("unknown strategy %q (want one of %s)", r.spec.Strategy, strings.Join(Strategies(), ", ")), event.CodeInternal)
+		return
+	}
 	hist, err := r.em.j.History(ctx)
 	if err != nil {
 		r.end(ctx, fmt.Errorf("read history: %w", err), event.CodeInternal)
 		return
 	}
 	r.msgs = Transcript(hist)
-	r.remembered = rememberedKeys(hist)
+	r.remembered = &memory{keys: rememberedKeys(hist)}
+	r.calibrateFrom(hist)
+	if r.spec.Compact {
+		r.compactRun(ctx)
+		return
+	}
+	strategy(ctx, r)
+}
 
+// react is the ReAct loop: think (one model call), act (run the tools it
+// called), observe (their results join the transcript), until the model
+// answers without calling a tool or the step limit is reached.
+func react(ctx context.Context, r *run) {
+	reply, err := r.loop(ctx, false)
+	if err != nil {
+		r.fail(ctx, err)
+		return
+	}
+	r.emit(event.RunCompleted{Reason: "final_answer", Reply: reply})
+}
+
+// maxSteps is the run's limit of model calls per loop.
+func (r *run) maxSteps() int {
+	if r.spec.MaxSteps > 0 {
+		return r.spec.MaxSteps
+	}
+	return r.a.cfg.MaxSteps
+}
+
+// failure is an error that ends a run with a run.failed code.
+type failure struct {
+	code string
+	err  error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// fail ends the run for err (see end), with err's failure code.
+func (r *run) fail(ctx context.Context, err error) {
+	code := event.CodeInternal
+	var f *failure
+	if errors.As(err, &f) {
+		code = f.code
+	}
+	r.end(ctx, err, code)
+}
+
+// loop is the ReAct loop on r.msgs: think, act on the calls, observe their
+// results (with an "observe" node when observe is set), until the model
+// answers without calling a tool, which loop returns; or until the step
+// limit, a model error or a stopped act, which it returns as a *failure.
+func (r *run) loop(ctx context.Context, observe bool) (string, error) {
+	limit := r.maxSteps()
 	for step := 0; ; step++ {
-		if step == r.a.cfg.MaxSteps {
-			r.emit(event.RunFailed{Code: event.CodeStepLimit, Message: fmt.Sprintf("The agent reached its limit of %d model calls without a final answer.", r.a.cfg.MaxSteps)})
-			return
+		if step == limit {
+			//lint:ignore ST1005 the text is the run.failed message people read, a sentence
+			return "", &failure{event.CodeStepLimit, fmt.Errorf("The agent reached its limit of %d model calls without a final answer.", limit)}
 		}
 		turn, err := r.think(ctx)
 		if err != nil {
-			r.end(ctx, fmt.Errorf("model error: %w", err), event.CodeModelError)
-			return
+			return "", &failure{event.CodeModelError, fmt.Errorf("model error: %w", err)}
 		}
 		r.msgs = append(r.msgs, turn)
 		if turn.Content != "" {
 			r.lastReply = turn.Content
 		}
 		if len(turn.ToolCalls) == 0 {
-			r.emit(event.RunCompleted{Reason: "final_answer", Reply: r.lastReply})
-			return
+			return r.lastReply, nil
 		}
 		if err := r.act(ctx, turn.ToolCalls); err != nil {
-			r.end(ctx, err, event.CodeToolError)
-			return
+			return "", &failure{event.CodeToolError, err}
+		}
+		if observe {
+			r.emit(event.NodeEntered{Node: "observe"})
+			r.emit(event.NodeExited{Node: "observe"})
 		}
 	}
 }
@@ -200,6 +396,10 @@ func (r *run) execute(ctx context.Context) {
 // person stopped the run), else failed with code.
 func (r *run) end(ctx context.Context, err error, code string) {
 	switch {
+	case errors.Is(context.Cause(ctx), errJournal):
+		// Nothing more can be recorded; Run makes a last attempt.
+	case errors.Is(context.Cause(ctx), ErrSuperseded):
+		// Another server ended the run.
 	case errors.Is(err, errStop):
 		r.emit(event.RunCancelled{Reason: event.CodeDenied})
 	case ctx.Err() != nil:
@@ -214,11 +414,12 @@ func (r *run) end(ctx context.Context, err error, code string) {
 // assistant turn as the model will see it in later calls.
 func (r *run) think(ctx context.Context) (llm.Message, error) {
 	r.emit(event.NodeEntered{Node: "think"})
-	var specs []llm.ToolSpec
-	for _, s := range r.a.cfg.Tools.Specs() {
-		specs = append(specs, llm.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.InputSchema})
-	}
-	turn, err := r.stream(ctx, llm.Request{System: r.a.cfg.System, Messages: r.msgs, Tools: specs}, "")
+	specs := r.toolSpecs()
+	r.fitContext(ctx, specs)
+	r.lastUsage = llm.Usage{}
+	sent := len(r.msgs)
+	turn, err := r.stream(ctx, llm.Request{System: r.system, Messages: r.msgs, Tools: specs}, "")
+	r.calibrate(sent)
 	exit := event.NodeExited{Node: "think"}
 	if err != nil {
 		exit.Error = err.Error()
@@ -257,11 +458,11 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 	endMessage := func() {
 		if msgID != "" && !msgDone {
 			msgDone = true
-			r.emit(event.MessageCompleted{MessageID: msgID, Role: event.RoleAssistant, Agent: r.a.cfg.Name, Text: text.String(), Purpose: purpose})
+			r.emit(event.MessageCompleted{MessageID: msgID, Role: event.RoleAssistant, Agent: r.name, Text: text.String(), Purpose: purpose})
 		}
 	}
 	var streamErr error
-	for ch, err := range r.a.cfg.Model.Stream(ctx, req) {
+	for ch, err := range r.model.Stream(ctx, req) {
 		if err != nil {
 			streamErr = err
 			break
@@ -271,7 +472,7 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 			endReasoning()
 			if msgID == "" {
 				msgID = event.NewID()
-				r.emit(event.MessageStarted{MessageID: msgID, Role: event.RoleAssistant, Agent: r.a.cfg.Name, Purpose: purpose})
+				r.emit(event.MessageStarted{MessageID: msgID, Role: event.RoleAssistant, Agent: r.name, Purpose: purpose})
 			}
 			if ch.Text != "" {
 				text.WriteString(ch.Text)
@@ -293,12 +494,9 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		case llm.ChunkToolStart:
 			endReasoning()
 			endMessage()
-			id := ch.CallID
-			if id == "" {
-				id = "call_" + event.NewID()
-			}
+			id := r.ids.claim(ch.CallID)
 			callIDs[ch.Index], names[ch.Index] = id, ch.Name
-			r.emit(event.ToolCallStarted{CallID: id, Name: ch.Name})
+			r.emit(event.ToolCallStarted{CallID: id, Name: ch.Name, Agent: r.name})
 		case llm.ChunkToolDelta:
 			if id, ok := callIDs[ch.Index]; ok && ch.Arguments != "" {
 				r.emit(event.ToolCallDelta{CallID: id, ArgumentsDelta: ch.Arguments})
@@ -306,11 +504,8 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		case llm.ChunkToolDone:
 			id, ok := callIDs[ch.Index]
 			if !ok {
-				id = ch.CallID
-				if id == "" {
-					id = "call_" + event.NewID()
-				}
-				r.emit(event.ToolCallStarted{CallID: id, Name: ch.Name})
+				id = r.ids.claim(ch.CallID)
+				r.emit(event.ToolCallStarted{CallID: id, Name: ch.Name, Agent: r.name})
 			}
 			name := ch.Name
 			if name == "" {
@@ -318,7 +513,7 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 			}
 			args := validJSON(ch.Arguments)
 			calls = append(calls, llm.ToolCall{ID: id, Name: name, Arguments: string(args)})
-			r.emit(event.ToolCallCompleted{CallID: id, Name: name, Arguments: args})
+			r.emit(event.ToolCallCompleted{CallID: id, Name: name, Arguments: args, Agent: r.name})
 		case llm.ChunkUsage:
 			// Reported after the turn's output, which is closed first.
 			usage = append(usage, ch.Usage)
@@ -329,7 +524,10 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 	endReasoning()
 	endMessage()
 	for _, u := range usage {
-		r.emit(event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total()})
+		r.emit(event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(), Purpose: purpose, Model: modelName(r.model)})
+		if purpose == "" {
+			r.lastUsage = u
+		}
 	}
 	turn.Content = text.String()
 	turn.ToolCalls = calls
@@ -340,4 +538,12 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		streamErr = errors.New("the model's stream ended without finishing")
 	}
 	return turn, streamErr
+}
+
+// modelName is m's name, or "" without a model.
+func modelName(m llm.Model) string {
+	if m == nil {
+		return ""
+	}
+	return m.Name()
 }

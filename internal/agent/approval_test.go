@@ -3,6 +3,7 @@ package agent_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func answerThink(text string) []string {
 	}
 }
 
-func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `\"`) + `"` }
+func quote(s string) string { return strconv.Quote(s) }
 
 func concat(parts ...[]string) []string {
 	var out []string
@@ -50,7 +51,7 @@ func concat(parts ...[]string) []string {
 func approve(t *testing.T, r *running, n int, d event.Decision, msg string) event.ToolApprovalRequested {
 	t.Helper()
 	req := r.j.waitFor(t, n, ofType(event.TypeToolApprovalRequested)).Payload.(event.ToolApprovalRequested)
-	r.answer(t, agent.Command{Kind: agent.CommandApproval, ID: req.CallID, Decision: d, Text: msg})
+	r.answer(t, event.Command{Kind: event.CommandApprove, ID: req.CallID, Decision: d, Text: msg})
 	return req
 }
 
@@ -154,7 +155,7 @@ func TestApprovalDenyContinue(t *testing.T) {
 	evs := e.wait(r)
 	checkIDs(t, evs)
 
-	const told = "The user denied this call: use write_file instead"
+	const told = "aborted\nThe user denied this call: use write_file instead"
 	assert.Equal(t, concat(touchThink, []string{
 		"node.entered act",
 		"tool.approval.requested bash",
@@ -189,7 +190,7 @@ func TestApprovalDenyStop(t *testing.T) {
 		"node.exited act",
 		"run.cancelled denied",
 	}), lines(evs))
-	assert.Equal(t, "The user denied this call and stopped the run.", only[event.ToolExecCompleted](t, evs).Result)
+	assert.Equal(t, "aborted\nThe user denied this call and stopped the run.", only[event.ToolExecCompleted](t, evs).Result)
 	assert.Len(t, e.model.requests(), 1, "the model is not called again")
 	assert.False(t, exists(t, e.workdir, "touched.txt"))
 }

@@ -194,7 +194,7 @@ func (e *env) agent(cfg agent.Config) *agent.Agent {
 // running is a run going on in the background.
 type running struct {
 	j      *journal
-	inbox  chan agent.Command
+	inbox  *agent.Inbox
 	cancel context.CancelFunc
 	done   chan error
 	spec   agent.Spec
@@ -209,7 +209,7 @@ func (e *env) start(a *agent.Agent, text string, interactive bool) *running {
 	j := newJournal(e.store, e.thread)
 	_, err := e.store.Append(ctx, e.thread, event.New(e.thread, spec.Run, event.MessageUser{MessageID: event.NewID(), Text: text}))
 	require.NoError(e.t, err)
-	r := &running{j: j, inbox: make(chan agent.Command, 4), cancel: cancel, done: make(chan error, 1), spec: spec}
+	r := &running{j: j, inbox: agent.NewInbox(), cancel: cancel, done: make(chan error, 1), spec: spec}
 	go func() { r.done <- a.Run(ctx, spec, j, r.inbox) }()
 	return r
 }
@@ -249,14 +249,10 @@ func (e *env) runEvents(run string) []event.Event {
 	return out
 }
 
-// answer sends a person's answer to the run.
-func (r *running) answer(t *testing.T, cmd agent.Command) {
+// answer sends a person's answer to the run, which must be waiting for it.
+func (r *running) answer(t *testing.T, cmd event.Command) {
 	t.Helper()
-	select {
-	case r.inbox <- cmd:
-	case <-time.After(testTimeout):
-		t.Fatal("the run's inbox is full")
-	}
+	require.NoError(t, r.inbox.Deliver(cmd), "Deliver(%+v)", cmd)
 }
 
 // line describes an event by its type and the fields a test cares about.
@@ -408,4 +404,13 @@ func toolMessages(req llm.Request) []llm.Message {
 func scriptedModel(t *testing.T, name string) llm.Model {
 	t.Helper()
 	return scripted.New(scenario(t, name))
+}
+
+// compact runs a compaction-only run (Spec.Compact) to its end.
+func (e *env) compact(a *agent.Agent) []event.Event {
+	e.t.Helper()
+	spec := agent.Spec{Thread: e.thread, Run: event.NewID(), Compact: true}
+	j := newJournal(e.store, e.thread)
+	require.NoError(e.t, a.Run(e.t.Context(), spec, j, nil))
+	return e.runEvents(spec.Run)
 }

@@ -18,7 +18,8 @@ const cancelledResult = "The call did not finish: the run was cancelled."
 // An assistant turn is the message and the tool calls of one model call;
 // tool results follow it. Calls that never got a result are answered with a
 // "cancelled" result so every provider accepts the history. A compaction
-// summary replaces everything before it.
+// summary replaces everything before it but the messages it kept
+// (ContextCompacted.KeptMessages), which follow the summary.
 func Transcript(events []event.Event) []llm.Message {
 	var (
 		msgs    []llm.Message
@@ -52,8 +53,14 @@ func Transcript(events []event.Event) []llm.Message {
 	for _, e := range events {
 		switch p := e.Payload.(type) {
 		case event.ContextCompacted:
-			msgs, cur, pending, rText, rSig = nil, nil, nil, "", ""
-			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "Summary of the conversation so far:\n\n" + p.Summary})
+			closeCalls()
+			msgs = dropEmpty(msgs)
+			kept := msgs[len(msgs)-min(max(p.KeptMessages, 0), len(msgs)):]
+			for len(kept) > 0 && kept[0].Role == llm.RoleTool {
+				kept = kept[1:] // never a result without its call
+			}
+			msgs = append([]llm.Message{summaryMessage(p.Summary)}, kept...)
+			rText, rSig = "", ""
 		case event.ReasoningCompleted:
 			if cur != nil { // a signature that came after the turn's output began
 				cur.Reasoning += p.Text
@@ -70,7 +77,9 @@ func Transcript(events []event.Event) []llm.Message {
 			closeCalls()
 			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: p.Text})
 		case event.MessageCompleted:
-			if p.Role != event.RoleAssistant || p.Purpose == event.PurposeExplanation {
+			// Explanations and strategies' side calls are not the
+			// conversation.
+			if p.Role != event.RoleAssistant || p.Purpose != "" {
 				continue
 			}
 			if len(pending) > 0 {

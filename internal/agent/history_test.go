@@ -111,6 +111,23 @@ func TestTranscript(t *testing.T) {
 				{Role: llm.RoleUser, Content: "new"},
 			},
 		},
+		{
+			name: "a compaction keeps the messages it says, never a result without its call",
+			in: evs(event.MessageUser{Text: "old"},
+				event.ToolCallCompleted{CallID: "a", Name: "ls", Arguments: args},
+				event.ToolExecCompleted{CallID: "a", Name: "ls", Result: "1"},
+				event.MessageCompleted{Role: event.RoleAssistant, Text: "kept answer"},
+				event.MessageUser{Text: "kept question"},
+				event.ContextCompacted{Summary: "We listed.", KeptMessages: 2},
+				event.MessageCompleted{Role: event.RoleAssistant, Text: "new answer"},
+				event.MessageUser{Text: "old2"},
+				event.ToolCallCompleted{CallID: "b", Name: "ls", Arguments: args},
+				event.ToolExecCompleted{CallID: "b", Name: "ls", Result: "2"},
+				event.ContextCompacted{Summary: "Twice.", KeptMessages: 1}),
+			want: []llm.Message{
+				{Role: llm.RoleUser, Content: "Summary of the conversation so far:\n\nTwice."},
+			},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, Transcript(tc.in))

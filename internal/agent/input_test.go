@@ -32,7 +32,7 @@ func TestInputProvided(t *testing.T) {
 	assert.Equal(t, 300, req.TimeoutSeconds)
 	assert.False(t, req.Secret)
 	assert.Equal(t, "assistant", req.Agent)
-	r.answer(t, agent.Command{Kind: agent.CommandInput, ID: req.RequestID, Text: "Ada"})
+	r.answer(t, event.Command{Kind: event.CommandInput, ID: req.RequestID, Text: "Ada"})
 	evs := e.wait(r)
 	checkIDs(t, evs)
 
@@ -83,7 +83,7 @@ func TestUIRequest(t *testing.T) {
 	assert.Equal(t, "ui", req.Tool)
 	assert.Equal(t, "form", req.Component)
 	assert.JSONEq(t, `{"fields":["email"]}`, string(req.Payload))
-	r.answer(t, agent.Command{Kind: agent.CommandUI, ID: req.RequestID, Data: json.RawMessage(`{"email":"ada@example.com"}`)})
+	r.answer(t, event.Command{Kind: event.CommandUI, ID: req.RequestID, Data: json.RawMessage(`{"email":"ada@example.com"}`)})
 	evs := e.wait(r)
 	checkIDs(t, evs)
 

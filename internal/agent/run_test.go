@@ -40,7 +40,7 @@ func TestTextAnswer(t *testing.T) {
 	msg := only[event.MessageCompleted](t, evs)
 	assert.Equal(t, "Hello there.", msg.Text)
 	assert.Equal(t, "helper", msg.Agent)
-	assert.Equal(t, event.Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14}, only[event.Usage](t, evs))
+	assert.Equal(t, event.Usage{PromptTokens: 11, CompletionTokens: 3, TotalTokens: 14, Model: "scripted:text"}, only[event.Usage](t, evs))
 	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Hello there."}, only[event.RunCompleted](t, evs))
 
 	reqs := e.model.requests()
@@ -161,8 +161,8 @@ func TestReadsRunConcurrentlyProof(t *testing.T) {
 		asked[p.Prompt] = p.RequestID
 	}
 	require.Len(t, asked, 2)
-	r.answer(t, agent.Command{Kind: agent.CommandInput, ID: asked["Second?"], Text: "two"})
-	r.answer(t, agent.Command{Kind: agent.CommandInput, ID: asked["First?"], Text: "one"})
+	r.answer(t, event.Command{Kind: event.CommandInput, ID: asked["Second?"], Text: "two"})
+	r.answer(t, event.Command{Kind: event.CommandInput, ID: asked["First?"], Text: "one"})
 	evs := e.wait(r)
 	checkIDs(t, evs)
 	assert.Equal(t, "two", only[event.RunCompleted](t, evs).Reply, "the latest ask_user result is the second call's")
