@@ -4,6 +4,17 @@
 // them, cancels runs on request, and stops them on shutdown. Runs belong to
 // the server, not to connections: a client that goes away does not stop its
 // run.
+//
+// Every request reaches a thread's runs the same way, as an event.Command
+// sent over the bus (bus.Send) to the thread's owner: the Manager that
+// handles the thread's commands (bus.HandleCommands) from the input that
+// starts a run until the thread's queue is empty. The owner also holds the
+// thread's run claim in the store (store.Runs), a lease it renews while it
+// runs: any node can read which run is active, and when an owner dies its
+// lease runs out and another node takes the thread over, ends the dead run
+// in the log (run.failed, code interrupted) and runs the thread's queued
+// input, which waits in the store. On one node the local bus makes Send a
+// function call; between nodes a network bus carries the same commands.
 package runs
 
 import (
@@ -11,61 +22,125 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/store"
 )
 
 // Errors the protocols turn into their own error frames.
 var (
 	// ErrUnknownRequest: no pending approval, input or UI request has the id.
-	ErrUnknownRequest = errors.New("no pending request has that id")
+	ErrUnknownRequest = agent.ErrUnknownRequest
 	// ErrNoRun: the thread has no active run.
 	ErrNoRun = errors.New("the thread has no active run")
 	// ErrShuttingDown: the server is stopping and takes no new input.
 	ErrShuttingDown = errors.New("the server is shutting down")
+	// ErrUnavailable: this node cannot take new runs now (it lost its
+	// bus); another node, or this one later, can.
+	ErrUnavailable = errors.New("this server cannot start runs now")
 )
+
+func init() {
+	// The bus carries these to other nodes as themselves.
+	bus.RegisterError("runs.unknown_request", ErrUnknownRequest)
+	bus.RegisterError("runs.no_run", ErrNoRun)
+	bus.RegisterError("runs.shutting_down", ErrShuttingDown)
+	bus.RegisterError("runs.unavailable", ErrUnavailable)
+}
+
+// DefaultLease is how long a run claim lasts unless its owner renews it:
+// the longest a thread stays with a dead node before another takes over.
+const DefaultLease = 15 * time.Second
 
 // Log is the part of the thread service a Manager uses: committed,
 // published appends and the thread's history.
 type Log interface {
 	Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error)
+	Read(ctx context.Context, thread string, after int64, limit int) ([]event.Event, error)
 	History(ctx context.Context, thread string) ([]event.Event, error)
 }
 
 // Runner runs one run (agent.Agent.Run).
 type Runner interface {
-	Run(ctx context.Context, spec agent.Spec, j agent.Journal, inbox <-chan agent.Command) error
+	Run(ctx context.Context, spec agent.Spec, j agent.Journal, inbox *agent.Inbox) error
 }
 
-// Manager owns the runs of every thread.
+// Config is what a Manager works with.
+type Config struct {
+	// Log is the thread service the runs write to.
+	Log Log
+	// Claims keeps the threads' run claims and queues (the store).
+	Claims store.Runs
+	// Bus carries commands to the thread's owner.
+	Bus bus.Bus
+	// Runner runs the agent.
+	Runner Runner
+	// Node names this server in run claims; it must be unique among the
+	// servers sharing a store.
+	Node string
+	// Lease is how long this node's claims last between renewals (default
+	// DefaultLease); it renews them three times per lease.
+	Lease time.Duration
+	// Shared says other nodes share the store: at start only this node's
+	// own claims (a previous process with the same Node) are recovered at
+	// once, and other nodes' claims when their leases run out. Without it
+	// every claim found at start is a previous process's.
+	Shared bool
+	// Prepare turns a post's run options into what the run's spec holds
+	// beyond its ids (strategy, prompt, tools, model, logger), on the node
+	// that runs it, when its run starts; options it cannot honour fail the
+	// post (checked when it is taken as well). release, if not nil, is
+	// called once the run has ended. A nil Prepare takes only the strategy
+	// from the options.
+	Prepare func(ctx context.Context, thread string, opts event.RunOptions) (spec agent.Spec, release func(), err error)
+	// Ready, if set, says whether this node may start runs now (its bus is
+	// connected); Post refuses with ErrUnavailable otherwise.
+	Ready  func() bool
+	Logger *slog.Logger
+}
+
+// Manager owns the runs of the threads whose commands it handles.
 type Manager struct {
-	log    Log
-	runner Runner
+	cfg    Config
 	logger *slog.Logger
 
 	ctx    context.Context // parent of every run; cancelled by Shutdown
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // one per run started
+
+	stopKeeper context.CancelFunc
+	keeper     sync.WaitGroup // the lease keeper
 
 	mu       sync.Mutex
-	threads  map[string]*threadState
+	owned    map[string]*owner // the threads this node owns
 	stopping bool
 }
 
-type threadState struct {
-	mu        sync.Mutex
-	recovered bool
-	active    *active
-	queue     []Input
+// owner is a Manager's ownership of one thread: from the input that starts
+// a run until the thread's queue is empty.
+type owner struct {
+	thread string
+	stop   func() // stops handling the thread's commands
+
+	mu       sync.Mutex
+	run      *active // the running run; nil between runs
+	released bool    // commands go to the thread's next owner
+	lost     bool    // another node took the thread over
 }
 
 type active struct {
 	id     string
-	cancel context.CancelFunc
-	inbox  chan agent.Command
+	cancel context.CancelCauseFunc
+	inbox  *agent.Inbox
 }
+
+// errClaimed is own's answer when another claim holds the thread.
+var errClaimed = errors.New("the thread is claimed")
 
 // Input is a user message for a thread.
 type Input struct {
@@ -73,8 +148,18 @@ type Input struct {
 	// Interactive runs can ask a person for approvals and input (see
 	// agent.Spec.Interactive).
 	Interactive bool
+	// Options choose how the run is run.
+	Options event.RunOptions
 	// run and message ids, assigned by Post.
 	runID, messageID string
+}
+
+func (in Input) queued() store.QueuedInput {
+	return store.QueuedInput{Run: in.runID, MessageID: in.messageID, Text: in.Text, Interactive: in.Interactive, Options: in.Options}
+}
+
+func fromQueue(q store.QueuedInput) Input {
+	return Input{Text: q.Text, Interactive: q.Interactive, Options: q.Options, runID: q.Run, messageID: q.MessageID}
 }
 
 // Posted says what became of an input.
@@ -87,67 +172,367 @@ type Posted struct {
 	Queued bool
 }
 
-// New returns a Manager. Call Shutdown to stop it.
-func New(log Log, runner Runner, logger *slog.Logger) *Manager {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+// New returns a Manager and starts its lease keeper. Call Recover before
+// taking input and Shutdown to stop it.
+func New(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{log: log, runner: runner, logger: logger, ctx: ctx, cancel: cancel, threads: map[string]*threadState{}}
+	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}}
+	kctx, stop := context.WithCancel(context.Background())
+	m.stopKeeper = stop
+	m.keeper.Go(func() { m.keepLeases(kctx) })
+	return m
 }
 
-func (m *Manager) state(thread string) (*threadState, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.stopping {
-		return nil, ErrShuttingDown
-	}
-	st, ok := m.threads[thread]
-	if !ok {
-		st = &threadState{}
-		m.threads[thread] = st
-	}
-	return st, nil
-}
-
-// existing returns the thread's state, or nil if it never had input. Unlike
-// state it works while the manager stops: runs that are finishing in the
-// shutdown grace can still be answered and cancelled.
-func (m *Manager) existing(thread string) *threadState {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.threads[thread]
-}
-
-// Post gives the thread a user message: the message is committed and a run
-// starts, or, while a run is active, the input is queued and its message is
-// committed when its run starts. Queued input lives in memory.
-func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, error) {
-	st, err := m.state(thread)
+// Recover ends the runs that earlier processes left unfinished: every
+// claim a previous process of this node left (all of them, unless the
+// store is Shared) names a run nobody runs any more. Its thread's open
+// runs are marked failed with event.CodeInterrupted, with what their
+// messages had streamed kept as incomplete messages, and the thread's
+// queued input then runs. Call it once at start, before taking input.
+// Other nodes' claims are recovered when their leases run out.
+func (m *Manager) Recover(ctx context.Context) error {
+	claims, err := m.cfg.Claims.RunClaims(ctx)
 	if err != nil {
+		return fmt.Errorf("read run claims: %w", err)
+	}
+	for _, c := range claims {
+		if m.cfg.Shared && c.Node != m.cfg.Node {
+			continue
+		}
+		if err := m.endDeadRun(ctx, c); err != nil {
+			return fmt.Errorf("recover thread %q: %w", c.Thread, err)
+		}
+		if err := m.cfg.Claims.ReleaseRun(ctx, c); err != nil {
+			return fmt.Errorf("recover thread %q: %w", c.Thread, err)
+		}
+		m.kick(ctx, c.Thread)
+	}
+	return nil
+}
+
+// endDeadRun ends in the log every run of c's thread that has no end,
+// after closing the messages they were streaming.
+func (m *Manager) endDeadRun(ctx context.Context, c store.RunClaim) error {
+	n, err := m.interrupt(ctx, c.Thread)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		m.logger.Warn("marked runs a dead server left unfinished as interrupted",
+			"thread", c.Thread, "run", c.Run, "node", c.Node, "runs", n)
+	}
+	return nil
+}
+
+// interrupt ends every run of thread that has no end in the log, and says
+// how many there were. A message a run was streaming is completed with the
+// text it had streamed, marked incomplete, so that the history shows it.
+func (m *Manager) interrupt(ctx context.Context, thread string) (int, error) {
+	hist, err := m.cfg.Log.History(ctx, thread)
+	if err != nil {
+		return 0, fmt.Errorf("read history: %w", err)
+	}
+	open := map[string]int64{} // run -> seq of its run.started
+	var order []string
+	for _, e := range hist {
+		switch e.Payload.(type) {
+		case event.RunStarted:
+			open[e.Run] = e.Seq
+			order = append(order, e.Run)
+		case event.RunCompleted, event.RunFailed, event.RunCancelled:
+			delete(open, e.Run)
+		}
+	}
+	var ends []event.Event
+	for _, run := range order {
+		from, ok := open[run]
+		if !ok {
+			continue
+		}
+		partial, err := m.partialMessages(ctx, thread, run, from)
+		if err != nil {
+			return 0, err
+		}
+		ends = append(ends, partial...)
+		ends = append(ends, event.New(thread, run, event.RunFailed{Code: event.CodeInterrupted,
+			Message: "The server stopped while this run was going on."}))
+	}
+	if len(ends) == 0 {
+		return 0, nil
+	}
+	_, err = m.cfg.Log.Append(ctx, thread, ends...)
+	return len(ends), err
+}
+
+// partialMessages returns message.completed events, marked incomplete, for
+// the messages run was streaming when it stopped: its events are read from
+// its run.started (seq from) on.
+func (m *Manager) partialMessages(ctx context.Context, thread, run string, from int64) ([]event.Event, error) {
+	type msg struct {
+		started event.MessageStarted
+		text    strings.Builder
+	}
+	var (
+		msgs  = map[string]*msg{}
+		order []string
+	)
+	for after := from - 1; ; {
+		page, err := m.cfg.Log.Read(ctx, thread, after, 512)
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", run, err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			after = e.Seq
+			if e.Run != run {
+				continue
+			}
+			switch p := e.Payload.(type) {
+			case event.MessageStarted:
+				msgs[p.MessageID] = &msg{started: p}
+				order = append(order, p.MessageID)
+			case event.MessageDelta:
+				if mm := msgs[p.MessageID]; mm != nil {
+					mm.text.WriteString(p.Text)
+				}
+			case event.MessageCompleted:
+				delete(msgs, p.MessageID)
+			}
+		}
+	}
+	var out []event.Event
+	for _, id := range order {
+		mm := msgs[id]
+		if mm == nil {
+			continue
+		}
+		out = append(out, event.New(thread, run, event.MessageCompleted{
+			MessageID: id, Role: mm.started.Role, Agent: mm.started.Agent, Purpose: mm.started.Purpose,
+			Text: mm.text.String(), Incomplete: true,
+		}))
+	}
+	return out, nil
+}
+
+// Post gives the thread a user message. The owner of the thread's runs
+// queues it behind the active run; a thread without an owner gets this
+// Manager as its owner, and the message is committed and its run started
+// before Post returns. Queued input waits in the store and is committed
+// when its run starts.
+func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, error) {
+	if m.isStopping() {
+		return Posted{}, ErrShuttingDown
+	}
+	if m.cfg.Ready != nil && !m.cfg.Ready() {
+		return Posted{}, ErrUnavailable
+	}
+	// Options are checked here too, so that a post the owner could not
+	// run is refused to its poster rather than failing later.
+	if err := m.check(ctx, thread, in.Options); err != nil {
 		return Posted{}, err
 	}
 	in.runID, in.messageID = event.NewID(), event.NewID()
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if !st.recovered {
-		if err := m.recover(ctx, thread); err != nil {
-			return Posted{}, err
-		}
-		st.recovered = true
+	cmd := event.Command{Kind: event.CommandPost, Run: in.runID, ID: in.messageID, Text: in.Text, Interactive: in.Interactive}
+	if in.Options != (event.RunOptions{}) {
+		cmd.Options = &in.Options
 	}
-	if st.active != nil {
-		st.queue = append(st.queue, in)
-		return Posted{Run: in.runID, MessageID: in.messageID, Queued: true}, nil
+	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
+	err := m.cfg.Bus.Send(ctx, thread, cmd)
+	if err == nil {
+		return queued, nil
 	}
-	if err := m.start(ctx, thread, st, in); err != nil {
+	if !errors.Is(err, bus.ErrNoHandler) {
 		return Posted{}, err
 	}
-	return Posted{Run: in.runID, MessageID: in.messageID}, nil
+	posted, err := m.own(ctx, thread, &in)
+	if !errors.Is(err, errClaimed) {
+		return posted, err
+	}
+	// The thread is claimed but nobody takes its commands: its owner is
+	// handing it over, or died. The input waits in the store for whoever
+	// owns the thread next.
+	if err := m.cfg.Claims.EnqueueInput(ctx, thread, in.queued()); err != nil {
+		return Posted{}, fmt.Errorf("queue the input: %w", err)
+	}
+	m.kick(ctx, thread)
+	return queued, nil
 }
 
-// start commits the user's message and launches its run. st.mu is held.
-func (m *Manager) start(ctx context.Context, thread string, st *threadState, in Input) error {
+// check refuses run options this node could not honour.
+func (m *Manager) check(ctx context.Context, thread string, opts event.RunOptions) error {
+	if m.cfg.Prepare == nil {
+		return nil
+	}
+	_, release, err := m.cfg.Prepare(ctx, thread, opts)
+	if release != nil {
+		release()
+	}
+	return err
+}
+
+// own makes this Manager the thread's owner and starts first's run, or,
+// with first nil, the thread's queued input. It fails with errClaimed when
+// another claim holds the thread.
+func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted, error) {
+	if m.isStopping() {
+		return Posted{}, ErrShuttingDown
+	}
+	claim := store.RunClaim{Thread: thread, Node: m.cfg.Node}
+	if first != nil {
+		claim.Run = first.runID
+	} else {
+		claim.Run = "pending-" + event.NewID() // moved to the queue's first run
+	}
+	if err := m.cfg.Claims.ClaimRun(ctx, claim, m.cfg.Lease); err != nil {
+		if errors.Is(err, store.ErrRunClaimed) {
+			return Posted{}, errClaimed
+		}
+		return Posted{}, fmt.Errorf("claim the thread: %w", err)
+	}
+	o, err := m.adopt(ctx, thread)
+	if err != nil {
+		m.release(claim)
+		if errors.Is(err, bus.ErrHandlerExists) {
+			return Posted{}, errClaimed
+		}
+		return Posted{}, err
+	}
+	o.mu.Lock()
+	if first == nil {
+		m.advance(o, claim)
+		return Posted{}, nil
+	}
+	if err := m.start(ctx, o, claim, *first); err != nil {
+		m.abandon(o, claim)
+		return Posted{}, err
+	}
+	o.mu.Unlock()
+	return Posted{Run: first.runID, MessageID: first.messageID}, nil
+}
+
+// adopt makes this Manager the thread's command handler; the thread's claim
+// is already this node's.
+func (m *Manager) adopt(ctx context.Context, thread string) (*owner, error) {
+	o := &owner{thread: thread}
+	stop, err := m.cfg.Bus.HandleCommands(ctx, thread, func(ctx context.Context, cmd event.Command) error {
+		return m.handle(ctx, o, cmd)
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.stop = stop
+	m.mu.Lock()
+	m.owned[thread] = o
+	m.mu.Unlock()
+	return o, nil
+}
+
+// abandon ends an ownership whose first run could not start. o.mu is held;
+// abandon unlocks it.
+func (m *Manager) abandon(o *owner, claim store.RunClaim) {
+	o.released = true
+	o.mu.Unlock()
+	m.disown(o)
+	m.release(claim)
+}
+
+// disown stops handling the thread's commands. It must not be called with
+// o.mu held: stopping waits for handlers, which take o.mu.
+func (m *Manager) disown(o *owner) {
+	o.stop()
+	m.mu.Lock()
+	if m.owned[o.thread] == o {
+		delete(m.owned, o.thread)
+	}
+	m.mu.Unlock()
+}
+
+// kick makes sure queued input of a thread nobody owns runs: it claims the
+// thread and starts the queue's first input. A claimed thread is its
+// owner's to run.
+func (m *Manager) kick(ctx context.Context, thread string) {
+	n, err := m.cfg.Claims.QueueLen(ctx, thread)
+	if err != nil {
+		m.logger.Error("read the thread's queue", "thread", thread, "err", err)
+		return
+	}
+	if n == 0 {
+		return
+	}
+	if _, err := m.own(context.WithoutCancel(ctx), thread, nil); err != nil && !errors.Is(err, errClaimed) && !errors.Is(err, ErrShuttingDown) {
+		m.logger.Error("start the thread's queued input", "thread", thread, "err", err)
+	}
+}
+
+func (m *Manager) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
+}
+
+// handle is the thread's command handler, called on the sender's behalf.
+func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error {
+	switch cmd.Kind {
+	case event.CommandPost:
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.released {
+			return bus.ErrNoHandler
+		}
+		if m.isStopping() {
+			return ErrShuttingDown
+		}
+		in := store.QueuedInput{Run: cmd.Run, MessageID: cmd.ID, Text: cmd.Text, Interactive: cmd.Interactive}
+		if cmd.Options != nil {
+			in.Options = *cmd.Options
+		}
+		if err := m.check(ctx, o.thread, in.Options); err != nil {
+			return err
+		}
+		// Under o.mu, so that the owner cannot find the queue empty and
+		// let the thread go while this input is on its way in.
+		if err := m.cfg.Claims.EnqueueInput(ctx, o.thread, in); err != nil {
+			return fmt.Errorf("queue the input: %w", err)
+		}
+		return nil
+	case event.CommandCancel:
+		o.mu.Lock()
+		a := o.run
+		if o.released || a == nil || (cmd.Run != "" && cmd.Run != a.id) {
+			o.mu.Unlock()
+			return ErrNoRun
+		}
+		_, err := m.cfg.Claims.DropQueue(ctx, o.thread)
+		o.mu.Unlock()
+		if err != nil {
+			m.logger.Error("drop the thread's queue", "thread", o.thread, "err", err)
+		}
+		a.cancel(context.Canceled)
+		return nil
+	}
+	if !cmd.Answers() {
+		return fmt.Errorf("runs: unknown command kind %q", cmd.Kind)
+	}
+	o.mu.Lock()
+	a := o.run
+	o.mu.Unlock()
+	if a == nil || (cmd.Run != "" && cmd.Run != a.id) {
+		return ErrUnknownRequest
+	}
+	return a.inbox.Deliver(cmd)
+}
+
+// start commits in's user message and launches its run; the thread's claim
+// names in's run already. o.mu is held.
+func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in Input) error {
 	// Join the runs Shutdown waits for, unless it already began: a Post
 	// that passed its check before Shutdown must not start a run after
 	// Shutdown stopped waiting.
@@ -158,164 +543,268 @@ func (m *Manager) start(ctx context.Context, thread string, st *threadState, in 
 	}
 	m.wg.Add(1)
 	m.mu.Unlock()
-	user := event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
-	if _, err := m.log.Append(ctx, thread, user); err != nil {
+	spec, release, err := m.prepare(ctx, o.thread, in.Options)
+	if err != nil {
 		m.wg.Done()
-		return fmt.Errorf("record the user's message: %w", err)
+		return err
 	}
-	runCtx, cancel := context.WithCancel(m.ctx)
-	a := &active{id: in.runID, cancel: cancel, inbox: make(chan agent.Command, 16)}
-	st.active = a
+	// A compaction (RunOptions.Compact) carries no user message.
+	if !in.Options.Compact {
+		user := event.New(o.thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
+		if _, err := m.cfg.Log.Append(ctx, o.thread, user); err != nil {
+			if release != nil {
+				release()
+			}
+			m.wg.Done()
+			return fmt.Errorf("record the user's message: %w", err)
+		}
+	}
+	runCtx, cancel := context.WithCancelCause(m.ctx)
+	a := &active{id: in.runID, cancel: cancel, inbox: agent.NewInbox()}
+	o.run = a
+	spec.Thread, spec.Run, spec.Input, spec.Interactive = o.thread, in.runID, in.Text, in.Interactive
+	spec.Compact = in.Options.Compact
 	go func() {
 		defer m.wg.Done()
-		defer cancel()
-		spec := agent.Spec{Thread: thread, Run: in.runID, Input: in.Text, Interactive: in.Interactive}
-		if err := m.runner.Run(runCtx, spec, journal{m.log, thread}, a.inbox); err != nil {
-			m.logger.Error("run lost its journal", "thread", thread, "run", in.runID, "err", err)
+		defer cancel(nil)
+		if release != nil {
+			defer release()
 		}
-		m.finish(thread, st, a)
+		if err := m.cfg.Runner.Run(runCtx, spec, journal{m.cfg.Log, o.thread}, a.inbox); err != nil {
+			m.logger.Error("run lost its journal", "thread", o.thread, "run", in.runID, "err", err)
+		}
+		o.mu.Lock()
+		o.run = nil
+		if o.lost {
+			o.released = true
+			o.mu.Unlock()
+			m.disown(o)
+			return
+		}
+		m.advance(o, claim)
 	}()
 	return nil
 }
 
-// finish starts the next queued input, if any.
-func (m *Manager) finish(thread string, st *threadState, a *active) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.active == a {
-		st.active = nil
+// prepare turns run options into the run's spec.
+func (m *Manager) prepare(ctx context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error) {
+	if m.cfg.Prepare == nil {
+		return agent.Spec{Strategy: opts.Strategy}, nil, nil
 	}
-	m.mu.Lock()
-	stopping := m.stopping
-	m.mu.Unlock()
-	for len(st.queue) > 0 && !stopping {
-		next := st.queue[0]
-		st.queue = st.queue[1:]
-		if err := m.start(m.ctx, thread, st, next); err != nil {
-			if errors.Is(err, ErrShuttingDown) {
-				return
+	return m.cfg.Prepare(ctx, thread, opts)
+}
+
+// advance starts the thread's next queued input, or, when there is none,
+// ends the ownership: the command handler stops, then the claim is
+// released. o.mu is held; advance unlocks it.
+func (m *Manager) advance(o *owner, claim store.RunClaim) {
+	ctx := m.ctx
+	for !m.isStopping() {
+		q, ok, err := m.cfg.Claims.DequeueInput(ctx, o.thread)
+		if err != nil {
+			m.logger.Error("take the thread's next input", "thread", o.thread, "err", err)
+			break
+		}
+		if !ok {
+			break
+		}
+		in := fromQueue(q)
+		next := store.RunClaim{Thread: o.thread, Run: in.runID, Node: m.cfg.Node}
+		if err := m.cfg.Claims.MoveRun(ctx, next, claim.Run, m.cfg.Lease); err != nil {
+			// The claim is no longer ours: its new owner runs the queue.
+			m.logger.Error("move the thread's claim to its next run", "thread", o.thread, "err", err)
+			if err := m.cfg.Claims.EnqueueInput(ctx, o.thread, q); err != nil {
+				m.logger.Error("put the input back in the queue", "thread", o.thread, "err", err)
 			}
-			m.logger.Error("start queued run", "thread", thread, "err", err)
-			continue
+			o.released = true
+			o.mu.Unlock()
+			m.disown(o)
+			return
+		}
+		claim = next
+		err = m.start(ctx, o, claim, in)
+		if err == nil {
+			o.mu.Unlock()
+			return
+		}
+		if errors.Is(err, ErrShuttingDown) {
+			if err := m.cfg.Claims.EnqueueInput(context.WithoutCancel(ctx), o.thread, q); err != nil {
+				m.logger.Error("put the input back in the queue", "thread", o.thread, "err", err)
+			}
+			break
+		}
+		// The input cannot run (its options no longer apply, or the store
+		// failed): its poster sees the run fail.
+		m.logger.Error("start queued run", "thread", o.thread, "run", in.runID, "err", err)
+		m.fail(o.thread, in, err)
+	}
+	o.released = true
+	o.mu.Unlock()
+	m.disown(o)
+	// A stopping server keeps the claim of a thread whose queue still holds
+	// input, so that the next start (or another node, once the lease runs
+	// out) runs it; otherwise the claim goes, and input that arrived while
+	// the thread was being let go is run by whoever claims it next.
+	stopCtx := context.WithoutCancel(ctx)
+	if m.isStopping() {
+		if n, err := m.cfg.Claims.QueueLen(stopCtx, o.thread); err != nil || n > 0 {
+			return
+		}
+	}
+	m.release(claim)
+	if !m.isStopping() {
+		m.kick(stopCtx, o.thread)
+	}
+}
+
+// fail records that a queued input could not run: its message and a
+// failed run, so that whoever waits for that run sees why.
+func (m *Manager) fail(thread string, in Input, cause error) {
+	msg := "The message could not be run."
+	var coded interface{ ClientMessage() string }
+	if errors.As(cause, &coded) {
+		msg += " " + coded.ClientMessage()
+	}
+	_, err := m.cfg.Log.Append(context.Background(), thread,
+		event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text}),
+		event.New(thread, in.runID, event.RunFailed{Code: event.CodeInternal, Message: msg}))
+	if err != nil {
+		m.logger.Error("record a queued input that could not run", "thread", thread, "err", err)
+	}
+}
+
+// release gives up a run claim. A claim that cannot be released runs out
+// with its lease, and another node (or this one's next start) recovers it.
+func (m *Manager) release(c store.RunClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.cfg.Claims.ReleaseRun(ctx, c); err != nil {
+		m.logger.Error("release run claim", "thread", c.Thread, "run", c.Run, "err", err)
+	}
+}
+
+// keepLeases renews this node's claims three times per lease, cancels the
+// runs of claims it lost, and takes over the threads of nodes whose leases
+// ran out.
+func (m *Manager) keepLeases(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.renew(ctx)
+		m.reap(ctx)
+	}
+}
+
+func (m *Manager) renew(ctx context.Context) {
+	claims, err := m.cfg.Claims.RenewRuns(ctx, m.cfg.Node, m.cfg.Lease)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.logger.Error("renew run claims", "err", err)
 		}
 		return
 	}
+	held := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		held[c.Thread] = true
+	}
+	m.mu.Lock()
+	var lost []*owner
+	for thread, o := range m.owned {
+		if !held[thread] {
+			lost = append(lost, o)
+		}
+	}
+	m.mu.Unlock()
+	for _, o := range lost {
+		o.mu.Lock()
+		a := o.run
+		// An owner between taking its claim and starting its run holds
+		// the claim without a run; only a running owner can lose it.
+		if a != nil {
+			o.lost = true
+		}
+		o.mu.Unlock()
+		if a != nil {
+			m.logger.Error("lost the claim on a thread's run; cancelling it", "thread", o.thread, "run", a.id)
+			a.cancel(agent.ErrSuperseded)
+		}
+	}
 }
 
-// recover ends runs that a previous server process left unfinished, so the
-// log never shows a run that will not end.
-func (m *Manager) recover(ctx context.Context, thread string) error {
-	hist, err := m.log.History(ctx, thread)
+// reap takes over the threads whose owners' leases ran out.
+func (m *Manager) reap(ctx context.Context) {
+	if m.isStopping() || (m.cfg.Ready != nil && !m.cfg.Ready()) {
+		return
+	}
+	claims, err := m.cfg.Claims.RunClaims(ctx)
 	if err != nil {
-		return fmt.Errorf("read history: %w", err)
-	}
-	open := map[string]bool{}
-	var order []string
-	for _, e := range hist {
-		switch e.Payload.(type) {
-		case event.RunStarted:
-			open[e.Run] = true
-			order = append(order, e.Run)
-		case event.RunCompleted, event.RunFailed, event.RunCancelled:
-			delete(open, e.Run)
+		if ctx.Err() == nil {
+			m.logger.Error("read run claims", "err", err)
 		}
+		return
 	}
-	var ends []event.Event
-	for _, run := range order {
-		if open[run] {
-			ends = append(ends, event.New(thread, run, event.RunFailed{Code: event.CodeInterrupted, Message: "The server stopped while this run was going on."}))
+	for _, c := range claims {
+		if !c.Expired || c.Node == m.cfg.Node {
+			continue
 		}
+		if err := m.cfg.Claims.TakeOverRun(ctx, c, m.cfg.Node, m.cfg.Lease); err != nil {
+			if !errors.Is(err, store.ErrRunClaimed) && ctx.Err() == nil {
+				m.logger.Error("take over a dead node's thread", "thread", c.Thread, "err", err)
+			}
+			continue
+		}
+		m.logger.Warn("took over the thread of a node whose lease ran out", "thread", c.Thread, "run", c.Run, "node", c.Node)
+		mine := store.RunClaim{Thread: c.Thread, Run: c.Run, Node: m.cfg.Node}
+		if err := m.endDeadRun(ctx, c); err != nil {
+			m.logger.Error("end a dead node's run", "thread", c.Thread, "err", err)
+			continue // the claim runs out again, and is tried again
+		}
+		o, err := m.adopt(ctx, c.Thread)
+		if err != nil {
+			m.logger.Error("handle a taken-over thread's commands", "thread", c.Thread, "err", err)
+			m.release(mine)
+			continue
+		}
+		o.mu.Lock()
+		m.advance(o, mine)
 	}
-	if len(ends) == 0 {
-		return nil
-	}
-	_, err = m.log.Append(ctx, thread, ends...)
-	return err
 }
 
 // Cancel cancels the thread's active run and drops its queued input.
-func (m *Manager) Cancel(thread string) error {
-	st := m.existing(thread)
-	if st == nil {
+func (m *Manager) Cancel(ctx context.Context, thread string) error {
+	err := m.cfg.Bus.Send(ctx, thread, event.Command{Kind: event.CommandCancel})
+	if errors.Is(err, bus.ErrNoHandler) {
 		return ErrNoRun
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.queue = nil
-	if st.active == nil {
-		return ErrNoRun
-	}
-	st.active.cancel()
-	return nil
+	return err
 }
 
-// Active returns the id of the thread's active run, or "".
-func (m *Manager) Active(thread string) string {
-	st := m.existing(thread)
-	if st == nil {
-		return ""
+// Resolve delivers a person's answer (cmd.Answers) to the run waiting for
+// it. The id must name a request the thread's active run still waits for.
+func (m *Manager) Resolve(ctx context.Context, thread string, cmd event.Command) error {
+	if !cmd.Answers() {
+		return fmt.Errorf("runs: a %q command answers no request", cmd.Kind)
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.active == nil {
-		return ""
+	err := m.cfg.Bus.Send(ctx, thread, cmd)
+	if errors.Is(err, bus.ErrNoHandler) {
+		return ErrUnknownRequest
 	}
-	return st.active.id
+	return err
 }
 
-// Resolve delivers a person's answer to the run waiting for it. The id must
-// name a request of the active run that is still pending in the log.
-func (m *Manager) Resolve(ctx context.Context, thread string, cmd agent.Command) error {
-	st := m.existing(thread)
-	if st == nil {
-		return ErrUnknownRequest
+// Active returns the id of the thread's active run, or "": the run its
+// claim names, whichever node runs it.
+func (m *Manager) Active(ctx context.Context, thread string) (string, error) {
+	c, ok, err := m.cfg.Claims.ActiveRun(ctx, thread)
+	if err != nil || !ok {
+		return "", err
 	}
-	st.mu.Lock()
-	a := st.active
-	st.mu.Unlock()
-	if a == nil {
-		return ErrUnknownRequest
-	}
-	hist, err := m.log.History(ctx, thread)
-	if err != nil {
-		return err
-	}
-	if kind, ok := Pending(hist, a.id)[cmd.ID]; !ok || kind != cmd.Kind {
-		return ErrUnknownRequest
-	}
-	select {
-	case a.inbox <- cmd:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Pending returns the requests of run that wait for a person, by id.
-func Pending(hist []event.Event, run string) map[string]agent.CommandKind {
-	out := map[string]agent.CommandKind{}
-	for _, e := range hist {
-		if e.Run != run {
-			continue
-		}
-		switch p := e.Payload.(type) {
-		case event.ToolApprovalRequested:
-			out[p.CallID] = agent.CommandApproval
-		case event.ToolApprovalResolved:
-			delete(out, p.CallID)
-		case event.InputRequested:
-			out[p.RequestID] = agent.CommandInput
-		case event.InputProvided:
-			delete(out, p.RequestID)
-		case event.InputTimedOut:
-			delete(out, p.RequestID)
-		case event.UIRequested:
-			out[p.RequestID] = agent.CommandUI
-		case event.UIResolved:
-			delete(out, p.RequestID)
-		}
-	}
-	return out
+	return c.Run, nil
 }
 
 // Shutdown stops taking input, lets active runs finish until ctx is done,
@@ -324,6 +813,10 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	m.mu.Lock()
 	m.stopping = true
 	m.mu.Unlock()
+	// The lease keeper goes on renewing while the runs finish, so that no
+	// other node takes over a thread this one is still running.
+	defer m.keeper.Wait()
+	defer m.stopKeeper()
 	done := make(chan struct{})
 	go func() {
 		m.wg.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
@@ -23,7 +24,11 @@ var errUnsubscribed = errors.New("thread: unsubscribed")
 type Subscription struct {
 	svc    *Service
 	thread string
+	head   int64        // the thread's last seq when the subscription began
+	last   atomic.Int64 // the seq of the last event the consumer took
 	events chan event.Event
+	fn     func(event.Event) error // a Watch's: called instead of sending on events
+	end    func(error)             // a Watch's: called as the pump returns
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when the pump has returned
 
@@ -36,6 +41,16 @@ type Subscription struct {
 // with other subscribers: treat them as read-only.
 func (s *Subscription) Events() <-chan event.Event { return s.events }
 
+// Head is the thread's last seq when the subscription began: the events up
+// to it come from the log, later ones live.
+func (s *Subscription) Head() int64 { return s.head }
+
+// Last is the seq of the last event the consumer received from Events, or
+// the seq the subscription started after. While the subscription runs it
+// may lag the consumer by an event; once Events is closed it is exact: the
+// seq to resume after.
+func (s *Subscription) Last() int64 { return s.last.Load() }
+
 // Err says why the subscription ended: ErrSlowConsumer when the consumer
 // fell a full queue behind, ErrClosed when the service closed, or a store or
 // bus error. It is nil while the subscription runs and after Close.
@@ -47,56 +62,116 @@ func (s *Subscription) Err() error {
 
 // Close ends the subscription and waits until its goroutine has returned
 // and Events is closed. It is idempotent and may be called from any
-// goroutine, including while another one ranges over Events.
+// goroutine, including while another one ranges over Events, but not from
+// a Watch's function (use Stop there).
 func (s *Subscription) Close() {
 	s.cancel(errUnsubscribed)
 	<-s.done
 }
 
+// Stop ends the subscription without waiting for its goroutine (Done says
+// when it has returned). It is idempotent, and a Watch's function may
+// call it.
+func (s *Subscription) Stop() { s.cancel(errUnsubscribed) }
+
+// Done is closed once the subscription's goroutine has returned: no event
+// is delivered after it.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
 // run is the pump: it replays the log up to last, the thread's last seq when
 // live started buffering, then forwards live events, filling any gap from
-// the log and dropping what was already delivered.
+// the log and dropping what was already delivered. A Watch's pump outlives
+// a live feed that ended behind: it subscribes again and reads the log from
+// where it stopped.
 func (s *Subscription) run(ctx context.Context, live bus.Subscription, after, last int64) {
 	defer close(s.done)
+	defer func() {
+		if s.end != nil {
+			s.end(s.Err())
+		}
+	}()
 	defer s.cancel(errUnsubscribed) // release the context; Err is already set
 	defer s.svc.forget(s)
 	defer close(s.events)
-	defer live.Close()
+	defer func() { live.Close() }()
 
 	p := pump{sub: s, ctx: ctx, delivered: after}
+	for {
+		err := p.follow(live, last)
+		if s.fn == nil || ctx.Err() != nil || !(errors.Is(err, bus.ErrSlowConsumer) || errors.Is(err, bus.ErrMissed)) {
+			s.finish(ctx, err)
+			return
+		}
+		why := err
+		live.Close()
+		if live, err = s.svc.bus.Subscribe(ctx, s.thread, s.svc.opts.QueueSize); err != nil {
+			live = closedFeed{}
+			s.finish(ctx, err)
+			return
+		}
+		if last, err = s.svc.log.LastSeq(ctx, s.thread); err != nil {
+			s.finish(ctx, err)
+			return
+		}
+		s.svc.logger.Info("thread: a watch resubscribed after its feed ended", "thread", s.thread, "after", p.delivered, "why", why)
+	}
+}
+
+// follow delivers the log up to last, then live events, until either
+// fails.
+func (p *pump) follow(live bus.Subscription, last int64) error {
 	err := p.catchUp(last)
 	for err == nil {
 		var e event.Event
-		if e, err = live.Next(ctx); err != nil {
+		if e, err = live.Next(p.ctx); err != nil {
 			break
 		}
 		switch {
 		case e.Seq <= p.delivered:
 			// Committed before the replay read it, or delivered by an
 			// earlier gap fill.
-		case e.Seq == p.delivered+1:
+		case e.Seq == p.delivered+1 && e.Payload != nil:
 			err = p.deliver(e)
 		default:
-			// Ahead: a concurrent append published first, or the bus lost
-			// something. The log has everything up to e.
+			// Ahead (a concurrent append published first, or the bus lost
+			// something), or an event the bus carried without its
+			// payload. The log has everything up to e.
 			err = p.catchUp(e.Seq)
 		}
 	}
-	s.finish(ctx, err)
+	return err
 }
+
+// closedFeed stands in for a live feed that could not be made.
+type closedFeed struct{}
+
+func (closedFeed) Next(context.Context) (event.Event, error) { return event.Event{}, bus.ErrClosed }
+func (closedFeed) Close()                                    {}
+
+// consumerError is a Watch function's error: the consumer's own, which
+// ends the watch as it is.
+type consumerError struct{ err error }
+
+func (e consumerError) Error() string { return e.err.Error() }
 
 // finish records why the pump stopped.
 func (s *Subscription) finish(ctx context.Context, err error) {
+	if ce, ok := err.(consumerError); ok {
+		s.mu.Lock()
+		s.err = ce.err
+		s.mu.Unlock()
+		return
+	}
 	if ctx.Err() != nil {
 		// Cancelled: by Close (no error) or by the service closing.
 		err = context.Cause(ctx)
 		if errors.Is(err, errUnsubscribed) {
 			err = nil
 		}
-	} else if !errors.Is(err, bus.ErrSlowConsumer) {
+	} else if !errors.Is(err, bus.ErrSlowConsumer) && !errors.Is(err, bus.ErrMissed) {
 		err = fmt.Errorf("thread: subscription to %q: %w", s.thread, err)
 	}
-	if err != nil && !errors.Is(err, ErrSlowConsumer) && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, ErrSlowConsumer) && !errors.Is(err, bus.ErrMissed) && !errors.Is(err, ErrClosed) {
 		s.svc.logger.Warn("thread: subscription failed", "thread", s.thread, "err", err)
 	}
 	s.mu.Lock()
@@ -115,9 +190,21 @@ type pump struct {
 // subscription lasts: while the pump waits, live events gather in the
 // bounded bus queue, which is what ends a subscriber that stays behind.
 func (p *pump) deliver(e event.Event) error {
+	if fn := p.sub.fn; fn != nil {
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return consumerError{err}
+		}
+		p.delivered = e.Seq
+		p.sub.last.Store(e.Seq)
+		return nil
+	}
 	select {
 	case p.sub.events <- e:
 		p.delivered = e.Seq
+		p.sub.last.Store(e.Seq)
 		return nil
 	case <-p.ctx.Done():
 		return p.ctx.Err()

@@ -37,11 +37,27 @@ var (
 	// again after the last seq it received. It is bus.ErrSlowConsumer, so
 	// either name matches.
 	ErrSlowConsumer = bus.ErrSlowConsumer
-	// ErrAfterEnd is returned by Subscribe when the seq to resume after is
-	// past the thread's last seq: the client holds a position this log
-	// never had.
+	// ErrAfterEnd is returned by Subscribe (as an *AfterEndError) when the
+	// seq to resume after is past the thread's last seq: the client holds a
+	// position this log never had.
 	ErrAfterEnd = errors.New("thread: seq is past the thread's end")
 )
+
+// FromEnd, as Subscribe's after, subscribes from the thread's end.
+const FromEnd int64 = -1
+
+// AfterEndError is Subscribe's error for a seq past the thread's end.
+type AfterEndError struct {
+	Thread      string
+	After, Last int64
+}
+
+func (e *AfterEndError) Error() string {
+	return fmt.Sprintf("%v: %q after seq %d, last seq %d", ErrAfterEnd, e.Thread, e.After, e.Last)
+}
+
+// Is makes errors.Is(err, ErrAfterEnd) hold.
+func (e *AfterEndError) Is(target error) bool { return target == ErrAfterEnd }
 
 // Default option values.
 const (
@@ -158,10 +174,34 @@ func (s *Service) isClosed() bool {
 
 // Subscribe returns a subscription to the thread's committed events with
 // seq > after, in seq order: first those already in the log, then each new
-// one as it is committed. ctx bounds only the call; the subscription lasts
-// until Close, the service's Close, or an error (see Subscription.Err).
+// one as it is committed. With after FromEnd it delivers only events
+// committed once it has begun. ctx bounds only the call; the subscription
+// lasts until Close, the service's Close, or an error (see
+// Subscription.Err).
 func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*Subscription, error) {
-	if after < 0 {
+	return s.subscribe(ctx, thread, after, nil, nil)
+}
+
+// Watch is Subscribe for a consumer that takes each event in a function
+// call instead of from a channel: the subscription's own goroutine calls fn
+// with each event in seq order, so the consumer needs no goroutine of its
+// own (an idle follower of a thread costs one goroutine, not two). fn must
+// not block for long: while it runs, live events gather in the bounded
+// queue. A watch outlives falling behind (ErrSlowConsumer) and a bus that
+// may have missed events (bus.ErrMissed): it reads the log from where fn
+// left off and goes on. It ends at Stop or Close, the service's Close, an
+// error of fn's, or a store or bus error; then end (when not nil) is
+// called on the same goroutine with Err's value, and Done is closed. Events
+// is not used.
+func (s *Service) Watch(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (*Subscription, error) {
+	if fn == nil {
+		return nil, errors.New("thread: watch with a nil function")
+	}
+	return s.subscribe(ctx, thread, after, fn, end)
+}
+
+func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (*Subscription, error) {
+	if after < 0 && after != FromEnd {
 		return nil, fmt.Errorf("thread: subscribe to %q after seq %d: seqs start at 1", thread, after)
 	}
 	if s.isClosed() {
@@ -178,19 +218,26 @@ func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*S
 		live.Close()
 		return nil, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
 	}
+	if after == FromEnd {
+		after = last
+	}
 	if after > last {
 		live.Close()
-		return nil, fmt.Errorf("%w: %q after seq %d, last seq %d", ErrAfterEnd, thread, after, last)
+		return nil, &AfterEndError{Thread: thread, After: after, Last: last}
 	}
 
 	pctx, cancel := context.WithCancelCause(context.Background())
 	sub := &Subscription{
 		svc:    s,
 		thread: thread,
+		head:   last,
 		events: make(chan event.Event),
+		fn:     fn,
+		end:    end,
 		cancel: cancel,
 		done:   make(chan struct{}),
 	}
+	sub.last.Store(after)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

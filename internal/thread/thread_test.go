@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/leaktest"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/memory"
 	"github.com/agentwire/agentwire/internal/thread"
@@ -26,29 +26,11 @@ import (
 // working service takes microseconds, a broken one fails instead of hanging.
 const wait = 10 * time.Second
 
-// checkGoroutines fails the test if it ends with more goroutines than it
-// started with, once every cleanup registered after it has run.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(wait)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<16)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
-}
-
 // setup returns a service over log and b, closed (with the bus) when the
 // test ends, and checked for leaked goroutines.
 func setup(t *testing.T, log store.Log, b bus.Bus, opts thread.Options) *thread.Service {
 	t.Helper()
-	checkGoroutines(t)
+	leaktest.Check(t, "github.com/agentwire/agentwire/")
 	if log == nil {
 		log = memory.New()
 	}
@@ -168,8 +150,33 @@ func TestSubscribeRejectsSeqOutsideTheLog(t *testing.T) {
 	appendN(t, svc, "t", 2)
 	_, err := svc.Subscribe(ctx(t), "t", 3)
 	assert.ErrorIs(t, err, thread.ErrAfterEnd, "Subscribe after seq 3 of 2")
-	_, err = svc.Subscribe(ctx(t), "t", -1)
-	assert.Error(t, err, "Subscribe after seq -1")
+	var ae *thread.AfterEndError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, thread.AfterEndError{Thread: "t", After: 3, Last: 2}, *ae)
+	_, err = svc.Subscribe(ctx(t), "t", -2)
+	assert.Error(t, err, "Subscribe after seq -2")
+}
+
+// TestSubscribeFromEnd subscribes from the thread's end: nothing of the log
+// is replayed, every later event is delivered, and Head and Last say where
+// the subscription stands.
+func TestSubscribeFromEnd(t *testing.T) {
+	svc := setup(t, nil, nil, thread.Options{})
+	appendN(t, svc, "t", 3)
+	sub, err := svc.Subscribe(ctx(t), "t", thread.FromEnd)
+	require.NoError(t, err)
+	defer sub.Close()
+	assert.Equal(t, int64(3), sub.Head())
+	assert.Equal(t, int64(3), sub.Last(), "nothing taken yet")
+	appendN(t, svc, "t", 2)
+	expect(t, sub, 4, 5)
+	sub.Close()
+	assert.Equal(t, int64(5), sub.Last(), "once closed, Last is the seq to resume after")
+
+	empty, err := svc.Subscribe(ctx(t), "none", thread.FromEnd)
+	require.NoError(t, err)
+	defer empty.Close()
+	assert.Equal(t, int64(0), empty.Head(), "a thread with no events")
 }
 
 // TestSeam races appends against new subscriptions: whenever a subscription
