@@ -17,11 +17,14 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Codec adapts one generated package (its Decode, DecodeOutbound and Encode).
+// Codec adapts one generated package (its Decode, DecodeOutbound, Encode,
+// ValidateInbound and ValidateOutbound).
 type Codec struct {
-	Decode         func([]byte) (any, error)
-	DecodeOutbound func([]byte) (any, error)
-	Encode         func(any) ([]byte, error)
+	Decode           func([]byte) (any, error)
+	DecodeOutbound   func([]byte) (any, error)
+	Encode           func(any) ([]byte, error)
+	ValidateInbound  func([]byte) error
+	ValidateOutbound func([]byte) error
 }
 
 func (c Codec) decoder(direction string) func([]byte) (any, error) {
@@ -30,6 +33,16 @@ func (c Codec) decoder(direction string) func([]byte) (any, error) {
 		return c.Decode
 	case "outbound":
 		return c.DecodeOutbound
+	}
+	return nil
+}
+
+func (c Codec) validator(direction string) func([]byte) error {
+	switch direction {
+	case "inbound":
+		return c.ValidateInbound
+	case "outbound":
+		return c.ValidateOutbound
 	}
 	return nil
 }
@@ -56,6 +69,11 @@ type Invalid struct {
 	Frame     string `json:"frame"`
 	Path      string `json:"path"`
 	Reason    string `json:"reason"`
+	// Kind is the wire.Kind's name ("required", "type", ...).
+	Kind string `json:"kind"`
+	// Message is the message type the error names, "" when the frame's
+	// type is not known.
+	Message string `json:"message"`
 }
 
 // Load reads a JSON array of test cases from path, failing the test when
@@ -124,18 +142,28 @@ func Examples(t *testing.T, path string, c Codec) {
 			if !SemanticEqual(frame, out) {
 				t.Fatalf("%s\nround trip changed the frame:\n in: %s\nout: %s", e.Where, frame, out)
 			}
+			if validate := c.validator(e.Direction); validate != nil {
+				if err := validate(frame); err != nil {
+					t.Fatalf("%s\nValidate(%s) = %v, but it decodes", e.Where, frame, err)
+				}
+				if err := validate(out); err != nil {
+					t.Fatalf("%s\nValidate(%s) = %v for the encoded message", e.Where, out, err)
+				}
+			}
 		})
 	}
 }
 
 // InvalidFrames checks that every invalid frame is rejected with a
-// *wire.Error whose path matches and whose reason starts with the expected
-// one. It adds a 10 MiB frame per direction.
+// *wire.Error whose kind, message type and path match and whose reason
+// starts with the expected one, and that the direction's validator, when
+// the codec has one, rejects it with the same error. It adds a 10 MiB
+// frame per direction.
 func InvalidFrames(t *testing.T, path string, c Codec) {
 	cases := Load[Invalid](t, path)
 	big := `{"type":"x","pad":"` + strings.Repeat("a", 10<<20) + `"}`
 	for _, d := range []string{"inbound", "outbound"} {
-		cases = append(cases, Invalid{Name: "10 MiB frame " + d, Direction: d, Frame: big, Path: "", Reason: "frame exceeds 1048576 bytes"})
+		cases = append(cases, Invalid{Name: "10 MiB frame " + d, Direction: d, Frame: big, Path: "", Reason: "frame exceeds 1048576 bytes", Kind: "syntax"})
 	}
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
@@ -153,6 +181,16 @@ func InvalidFrames(t *testing.T, path string, c Codec) {
 			}
 			if we.Path != tc.Path || !strings.HasPrefix(we.Reason, tc.Reason) {
 				t.Fatalf("Decode(%.200q) = {%q %q}, want {%q %q...}", tc.Frame, we.Path, we.Reason, tc.Path, tc.Reason)
+			}
+			if we.Kind.String() != tc.Kind || we.Message != tc.Message {
+				t.Fatalf("Decode(%.200q) = %v: kind %s in message %q, want kind %q in message %q", tc.Frame, we, we.Kind, we.Message, tc.Kind, tc.Message)
+			}
+			if validate := c.validator(tc.Direction); validate != nil {
+				verr := validate([]byte(tc.Frame))
+				ve, ok := wire.AsError(verr)
+				if !ok || *ve != *we {
+					t.Fatalf("Validate(%.200q) = %#v, want Decode's %#v", tc.Frame, verr, we)
+				}
 			}
 		})
 	}
@@ -233,9 +271,10 @@ func dropNulls(v any) any {
 	return v
 }
 
-// DocumentExamples decodes every message example of an AsyncAPI document in
-// the direction its operation gives (receive: client frames, send: server
-// frames), so the examples shown in generated docs are known to be valid.
+// DocumentExamples decodes and validates every message example of an
+// AsyncAPI document in the direction its operation gives (receive: client
+// frames, send: server frames), so the examples shown in generated docs are
+// known to be valid.
 func DocumentExamples(t *testing.T, path string, c Codec) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -267,9 +306,9 @@ func DocumentExamples(t *testing.T, path string, c Codec) {
 	}
 	n := 0
 	for _, op := range doc.Operations {
-		dec := c.Decode
+		dec, validate := c.Decode, c.ValidateInbound
 		if op.Action == "send" {
-			dec = c.DecodeOutbound
+			dec, validate = c.DecodeOutbound, c.ValidateOutbound
 		}
 		for _, mr := range op.Messages {
 			// #/channels/<ch>/messages/<key> -> #/components/messages/<Name>
@@ -283,6 +322,11 @@ func DocumentExamples(t *testing.T, path string, c Codec) {
 				}
 				if _, err := dec(frame); err != nil {
 					t.Errorf("%s: example %q: Decode(%s) = %v", comp, ex.Name, frame, err)
+				}
+				if validate != nil {
+					if err := validate(frame); err != nil {
+						t.Errorf("%s: example %q: Validate(%s) = %v", comp, ex.Name, frame, err)
+					}
 				}
 				n++
 			}

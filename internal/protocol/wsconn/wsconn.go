@@ -1,7 +1,9 @@
 // Package wsconn is the connection plumbing the four WebSocket protocols
-// share: the handler goroutine reads, one writer goroutine owns writes, the
-// outbound queue is bounded (a client that does not read is disconnected,
-// never allowed to stall the server), every write has a deadline, and a
+// share: the handler goroutine reads, one writer goroutine at a time owns
+// writes and runs only while frames wait, the outbound queue is bounded (a
+// client that does not read is disconnected, never allowed to stall the
+// server) and grows only while frames wait, so an idle socket holds neither
+// a writer nor a buffer; every write has a deadline, and a
 // Registry closes every socket with "going away" on shutdown, which
 // http.Server.Shutdown does not do.
 package wsconn
@@ -13,23 +15,34 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
+
+	"github.com/agentwire/agentwire/internal/wire"
 )
 
 // Options tune a connection.
 type Options struct {
-	// QueueSize is how many outbound frames may wait (default 1024).
+	// QueueSize is how many outbound frames may wait while the writer is
+	// busy (default 1024). The queue takes memory only for the frames in
+	// it.
 	QueueSize int
 	// ReadLimit is the largest frame read; a larger one closes the socket
-	// with 1009 "message too big" (default 4 MiB).
+	// with 1009 "message too big" (default wire.MaxReadBytes).
 	ReadLimit int64
 	// WriteTimeout bounds each write (default 10 s).
 	WriteTimeout time.Duration
 	// OriginPatterns are the browser origins allowed besides the server's
 	// own host (see websocket.AcceptOptions).
 	OriginPatterns []string
-	Logger         *slog.Logger
+	// SkipOriginCheck leaves the Origin check to the server, which checks
+	// every upgrade before a handler runs.
+	SkipOriginCheck bool
+	// Subprotocols are the subprotocols the server selects when a client
+	// offers one of them.
+	Subprotocols []string
+	Logger       *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -37,7 +50,7 @@ func (o Options) withDefaults() Options {
 		o.QueueSize = 1024
 	}
 	if o.ReadLimit <= 0 {
-		o.ReadLimit = 4 << 20
+		o.ReadLimit = wire.MaxReadBytes
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second
@@ -56,11 +69,15 @@ const (
 
 // Conn is one accepted WebSocket.
 type Conn struct {
-	ws   *websocket.Conn
-	opts Options
-	out  chan []byte
+	ws     *websocket.Conn
+	opts   Options
+	ctx    context.Context    // the connection's: ends when the socket closes
+	end    context.CancelFunc // ends ctx once the socket is closed
+	writer sync.WaitGroup     // the writer goroutine, while one runs
 
 	mu      sync.Mutex
+	queue   [][]byte // frames waiting for the writer
+	writing bool     // a writer runs (or the socket is closed and none may)
 	closing bool
 	code    websocket.StatusCode
 	reason  string
@@ -79,35 +96,38 @@ func Serve(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, 
 		return
 	}
 	defer reg.leave()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns})
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns,
+		InsecureSkipVerify: opts.SkipOriginCheck, Subprotocols: opts.Subprotocols})
 	if err != nil {
 		opts.Logger.Debug("websocket accept", "err", err)
 		return
 	}
 	ws.SetReadLimit(opts.ReadLimit)
-	c := &Conn{ws: ws, opts: opts, out: make(chan []byte, opts.QueueSize), closed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	c := &Conn{ws: ws, opts: opts, ctx: ctx, end: cancel, closed: make(chan struct{})}
 	reg.add(c)
 	defer reg.remove(c)
 
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer cancel()
-		c.writeLoop(ctx)
-	}()
 	if err := handle(ctx, c); err != nil && !errors.Is(err, context.Canceled) {
 		opts.Logger.Debug("websocket handler", "err", err)
 	}
 	c.CloseAfterFlush(websocket.StatusNormalClosure, "")
-	wg.Wait()
+	c.writer.Wait()
 }
 
-// Read returns the next text or binary frame.
+// ReasonInvalidUTF8 closes a socket (1007) that sent a text frame that is
+// not UTF-8, as RFC 6455 requires.
+const ReasonInvalidUTF8 = "a text frame must be UTF-8"
+
+// Read returns the next text or binary frame. A text frame that is not
+// valid UTF-8 closes the socket with 1007 and ends the reading.
 func (c *Conn) Read(ctx context.Context) ([]byte, error) {
-	_, b, err := c.ws.Read(ctx)
+	typ, b, err := c.ws.Read(ctx)
+	if err == nil && typ == websocket.MessageText && !utf8.Valid(b) {
+		c.Close(websocket.StatusInvalidFramePayloadData, ReasonInvalidUTF8)
+		return nil, errors.New("wsconn: " + ReasonInvalidUTF8)
+	}
 	return b, err
 }
 
@@ -120,13 +140,26 @@ func (c *Conn) Send(frame []byte) bool {
 	if c.closing {
 		return false
 	}
-	select {
-	case c.out <- frame:
-		return true
-	default:
+	if len(c.queue) >= c.opts.QueueSize {
 		c.closeLocked(websocket.StatusPolicyViolation, ReasonSlow, false)
 		return false
 	}
+	c.queue = append(c.queue, frame)
+	c.wakeLocked()
+	return true
+}
+
+// wakeLocked starts a writer unless one runs. c.mu is held.
+func (c *Conn) wakeLocked() {
+	if c.writing {
+		return
+	}
+	c.writing = true
+	c.writer.Add(1)
+	go func() {
+		defer c.writer.Done()
+		c.writeOut()
+	}()
 }
 
 // Close closes the socket with code and reason, dropping queued frames.
@@ -153,44 +186,92 @@ func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool)
 	}
 	c.closing, c.code, c.reason, c.flush = true, code, reason, flush
 	close(c.closed)
+	c.wakeLocked() // the writer sends the close frame
 }
 
-func (c *Conn) write(ctx context.Context, f []byte) error {
-	wctx, cancel := context.WithTimeout(ctx, c.opts.WriteTimeout)
+func (c *Conn) write(f []byte) error {
+	wctx, cancel := context.WithTimeout(c.ctx, c.opts.WriteTimeout)
 	defer cancel()
 	return c.ws.Write(wctx, websocket.MessageText, f)
 }
 
-// writeLoop owns every write to the socket, including the close.
-func (c *Conn) writeLoop(ctx context.Context) {
+// writeOut is the writer: it owns every write to the socket, including
+// the close. It takes the whole queue at a time and writes it out, so Send
+// never waits for a write, and returns once the queue is empty; the next
+// Send starts another. A Close without flush stops it between two frames.
+// The writer that closes the socket ends the connection's context, and no
+// writer starts after it.
+func (c *Conn) writeOut() {
+	var batch [][]byte
 	for {
-		select {
-		case f := <-c.out:
-			if err := c.write(ctx, f); err != nil {
-				c.Close(websocket.StatusInternalError, "write failed")
-				_ = c.ws.CloseNow()
-				return
-			}
-		case <-c.closed:
-			c.mu.Lock()
-			code, reason, flush := c.code, c.reason, c.flush
+		c.mu.Lock()
+		if c.closing && !c.flush {
+			c.queue = nil
 			c.mu.Unlock()
-			if flush {
-				for drained := false; !drained; {
-					select {
-					case f := <-c.out:
-						if c.write(ctx, f) != nil {
-							drained = true
-						}
-					default:
-						drained = true
-					}
-				}
-			}
-			_ = c.ws.Close(code, reason)
+			c.closeSocket()
 			return
 		}
+		// Swap the buffers: the writer reuses the one it emptied.
+		batch, c.queue = c.queue, batch
+		closing := c.closing
+		if len(batch) == 0 && !closing {
+			c.writing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+
+		if len(batch) == 0 {
+			c.closeSocket()
+			return
+		}
+		for _, f := range batch {
+			if c.stopped() {
+				break
+			}
+			if err := c.write(f); err != nil {
+				if closing {
+					// Flushing before a close: the close goes as it can.
+					c.closeSocket()
+					return
+				}
+				c.Close(websocket.StatusInternalError, "write failed")
+				_ = c.ws.CloseNow()
+				c.end()
+				return
+			}
+		}
+		// A buffer grown by a burst is let go; the writer's own goes
+		// with it when the queue is empty.
+		clear(batch)
+		if cap(batch) > 64 {
+			batch = nil
+		}
+		batch = batch[:0]
 	}
+}
+
+// stopped reports whether the connection is closing without flushing what
+// is queued.
+func (c *Conn) stopped() bool {
+	select {
+	case <-c.closed:
+	default:
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.flush
+}
+
+// closeSocket sends the close frame Close chose and ends the connection's
+// context.
+func (c *Conn) closeSocket() {
+	c.mu.Lock()
+	code, reason := c.code, c.reason
+	c.mu.Unlock()
+	_ = c.ws.Close(code, reason)
+	c.end()
 }
 
 // Registry tracks open connections for shutdown.

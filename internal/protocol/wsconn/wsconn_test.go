@@ -3,9 +3,11 @@ package wsconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,4 +142,98 @@ func TestCloseAfterFlushWritesQueuedFrames(t *testing.T) {
 		got = append(got, string(b))
 	}
 	assert.Equal(t, []string{"a", "b", "c"}, got)
+}
+
+// Frames from several senders reach the client in the order each sender
+// queued them, none lost; once the burst is written the socket holds no
+// queue.
+func TestBurstArrivesInOrderAndTheQueueIsReleased(t *testing.T) {
+	reg := NewRegistry()
+	const senders, each = 4, 500
+	conns := make(chan *Conn, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Serve(w, r, reg, Options{QueueSize: senders * each}, func(ctx context.Context, c *Conn) error {
+			conns <- c
+			var wg sync.WaitGroup
+			for s := range senders {
+				wg.Go(func() {
+					for i := range each {
+						c.Send(fmt.Appendf(nil, "%d %d", s, i))
+					}
+				})
+			}
+			wg.Wait()
+			_, err := c.Read(ctx)
+			return err
+		})
+	}))
+	defer srv.Close()
+	ws := dial(t, srv)
+	c := <-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	next := make([]int, senders)
+	for range senders * each {
+		_, b, err := ws.Read(ctx)
+		require.NoError(t, err)
+		var s, i int
+		_, err = fmt.Sscanf(string(b), "%d %d", &s, &i)
+		require.NoError(t, err)
+		require.Equal(t, next[s], i, "sender %d", s)
+		next[s]++
+	}
+	// Everything arrived, so the writer has taken the last batch; it
+	// holds no frame and no grown buffer once it has written it.
+	require.Eventually(t, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.queue == nil || cap(c.queue) <= 64
+	}, 10*time.Second, time.Millisecond)
+}
+
+// Close without flush drops what is queued: the client sees the close
+// after at most the frame being written.
+func TestCloseDropsQueuedFrames(t *testing.T) {
+	reg := NewRegistry()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Serve(w, r, reg, Options{}, func(ctx context.Context, c *Conn) error {
+			c.mu.Lock() // hold the writer back until every frame is queued
+			c.queue = append(c.queue, []byte("a"), []byte("b"), []byte("c"))
+			c.closeLocked(websocket.StatusPolicyViolation, "stop", false)
+			c.mu.Unlock()
+			return nil
+		})
+	}))
+	defer srv.Close()
+	ws := dial(t, srv)
+	_, _, err := ws.Read(context.Background())
+	assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "got %v", err)
+}
+
+// TestIdleSocketHasNoWriter: a writer runs only while frames wait. Once
+// the echo is written the socket has none; the next frame starts one, and
+// closing the socket still sends its close frame.
+func TestIdleSocketHasNoWriter(t *testing.T) {
+	reg := NewRegistry()
+	srv, conns := echoServer(t, reg, Options{})
+	ws := dial(t, srv)
+	c := <-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	writing := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.writing
+	}
+	for i := range 3 {
+		msg := fmt.Sprintf("frame %d", i)
+		require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte(msg)))
+		_, b, err := ws.Read(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, msg, string(b))
+		require.Eventually(t, func() bool { return !writing() }, 5*time.Second, time.Millisecond, "the writer ends once the queue is empty")
+	}
+	c.Close(websocket.StatusGoingAway, ReasonShutdown)
+	_, _, err := ws.Read(ctx)
+	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "the close frame is sent by a writer started for it: %v", err)
 }

@@ -1,0 +1,76 @@
+package protocol
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/agentwire/agentwire/internal/config"
+	"github.com/agentwire/agentwire/internal/protocol/wsconn"
+	"github.com/agentwire/agentwire/internal/workflow"
+)
+
+// Adapter is one wire protocol as the server serves it.
+type Adapter interface {
+	// Mount registers the protocol's handlers on mux: at its paths on the
+	// main listener, or, when own is set, on a listener that serves only
+	// this protocol, where it is also served at the root.
+	Mount(mux *http.ServeMux, own bool)
+	// Endpoints are where the protocol is served on the main listener, for
+	// the start-up banner.
+	Endpoints() []Endpoint
+	// Shutdown ends the adapter's streams and subscriptions and refuses new
+	// ones. The server calls it after the runs have stopped, so streams
+	// deliver their runs' ends first; what is still open when ctx ends is
+	// cut off.
+	Shutdown(ctx context.Context) error
+}
+
+// Endpoint is a place a protocol is served.
+type Endpoint struct {
+	Scheme string // "ws" or "http"
+	Path   string // e.g. "/ws"
+}
+
+// Registration names a protocol and builds its adapter. The server's
+// registry is a list of them; a protocol is its package and one line there.
+type Registration struct {
+	// Name is the protocol's name in --listen and in the banner.
+	Name string
+	// New builds the adapter.
+	New func(env Env) (Adapter, error)
+}
+
+// Env is what an adapter is built with.
+type Env struct {
+	Core   Core
+	Config config.Config
+	// Conns tracks the server's WebSockets, which Shutdown closes with
+	// "going away"; Conn tunes each of them.
+	Conns *wsconn.Registry
+	Conn  wsconn.Options
+	// Heartbeat is the keep-alive interval of event streams (0: the
+	// adapter's default).
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+	// Workflows are the multi-agent workflows the server offers, for a
+	// protocol that names one per conversation to check it up front
+	// (Lookup: workflow.ErrNotFound, or a *workflow.LoadError). Runs
+	// resolve RunOptions.Workflow themselves.
+	Workflows *workflow.Catalog
+	// Verify, when set (in tests), is given every frame the adapter sends
+	// with its protocol's verdict on it (nil: valid), so that a projection
+	// that drifts from the schema documents fails a test.
+	Verify func(proto string, frame []byte, err error)
+}
+
+// Verifier returns the function an adapter of proto calls on each frame it
+// sends: validate's verdict goes to env.Verify. It returns nil when
+// env.Verify is nil, so production servers validate nothing twice.
+func (env Env) Verifier(proto string, validate func(frame []byte) error) func(frame []byte) {
+	if env.Verify == nil {
+		return nil
+	}
+	return func(frame []byte) { env.Verify(proto, frame, validate(frame)) }
+}
