@@ -4,49 +4,74 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 )
 
+// errClosed refuses joins once the adapter is shutting down.
+var errClosed = &protocol.Error{Code: protocol.CodeUnavailable, Message: "the server is shutting down"}
+
 // hub fans a thread's events out to the sockets that watch it: one
-// subscription per thread however many sockets share it. In broadcast mode
-// every socket receives every watched thread's frames.
+// follower per thread and principal however many sockets share it, and
+// each frame encoded once for all of them. A follower subscribes as its
+// principal, so the Core's access check decides for every socket, and no
+// socket shares another principal's follower. In broadcast mode every
+// socket receives every thread its principal watches.
 type hub struct {
-	core protocol.Core
-	all  bool
-	log  *slog.Logger
+	core   protocol.Core
+	all    bool
+	log    *slog.Logger
+	verify func([]byte)
 
 	mu       sync.Mutex
 	clients  map[*client]struct{}
-	watchers map[string]*watcher
+	nchunks  atomic.Int64 // sockets in chunks mode; while none, a delta costs no lookup
+	watchers map[watchKey]*watcher
 	closed   bool
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // one per watcher, until its watch has ended
 }
 
 // client is one socket.
 type client struct {
-	c      *wsconn.Conn
-	thread string // the thread it watches; "" before its first chat
+	c         *wsconn.Conn
+	principal string // who the socket authenticated as
+	chunks    bool   // it streams text chunks (StreamChunks), set at connect
+	thread    string // the thread it watches; "" before its first chat
 }
 
-// watcher pumps one thread's feed.
+// watchKey names a watcher: a thread as one principal follows it.
+type watchKey struct{ principal, thread string }
+
+// watcher follows one thread for the sockets of one principal that watch
+// it.
 type watcher struct {
+	key     watchKey
 	thread  string
 	clients map[*client]struct{}
 	cancel  context.CancelFunc
+	ready   chan struct{} // closed once the follow has begun, or failed to
+	err     error         // why it failed; set before ready is closed
+	texts   *texts        // the messages in progress; only the watch's goroutine uses it
 }
 
-func newHub(core protocol.Core, all bool, log *slog.Logger) *hub {
-	return &hub{core: core, all: all, log: log, clients: map[*client]struct{}{}, watchers: map[string]*watcher{}}
+func newHub(core protocol.Core, all bool, log *slog.Logger, verify func([]byte)) *hub {
+	return &hub{core: core, all: all, log: log, verify: verify, clients: map[*client]struct{}{}, watchers: map[watchKey]*watcher{}}
 }
 
-func (h *hub) connect(c *wsconn.Conn) *client {
-	cl := &client{c: c}
+func (h *hub) connect(ctx context.Context, c *wsconn.Conn, chunks bool) *client {
+	cl := &client{c: c, principal: identity.FromContext(ctx).ID, chunks: chunks}
 	h.mu.Lock()
 	h.clients[cl] = struct{}{}
+	if chunks {
+		h.nchunks.Add(1)
+	}
 	h.mu.Unlock()
 	return cl
 }
@@ -55,112 +80,251 @@ func (h *hub) disconnect(cl *client) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.clients, cl)
+	if cl.chunks {
+		h.nchunks.Add(-1)
+	}
 	h.leaveLocked(cl)
 }
 
-// join makes cl watch thread, subscribing to it from its current end.
+// join makes cl watch thread from its current end, and returns once the
+// thread's follower is subscribed, so that everything posted afterwards
+// reaches cl. The subscription is made by the watcher's goroutine, not
+// under the hub's lock: joins of other threads do not wait for it.
 func (h *hub) join(ctx context.Context, cl *client, thread string) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
-		return errors.New("agentchat: closed")
+		h.mu.Unlock()
+		return errClosed
 	}
-	if cl.thread == thread {
-		return nil
-	}
-	h.leaveLocked(cl)
-	w, ok := h.watchers[thread]
-	if !ok {
-		last, err := h.core.LastSeq(ctx, thread)
-		if err != nil {
-			return err
+	if cl.thread != thread {
+		h.leaveLocked(cl)
+		key := watchKey{cl.principal, thread}
+		w := h.watchers[key]
+		if w == nil {
+			// The follow lives as long as the watcher, as the principal
+			// of the socket that started it.
+			wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			w = &watcher{key: key, thread: thread, clients: map[*client]struct{}{}, cancel: cancel, ready: make(chan struct{}), texts: newTexts()}
+			h.watchers[key] = w
+			h.wg.Add(1)
+			go h.follow(wctx, w)
 		}
-		feed, err := h.core.Subscribe(ctx, thread, last)
-		if err != nil {
-			return err
-		}
-		wctx, cancel := context.WithCancel(context.Background())
-		w = &watcher{thread: thread, clients: map[*client]struct{}{}, cancel: cancel}
-		h.watchers[thread] = w
-		h.wg.Add(1)
-		go func() {
-			defer h.wg.Done()
-			h.pump(wctx, w, feed, last)
-		}()
+		w.clients[cl] = struct{}{}
+		cl.thread = thread
 	}
-	w.clients[cl] = struct{}{}
-	cl.thread = thread
-	return nil
+	w := h.watchers[watchKey{cl.principal, thread}]
+	h.mu.Unlock()
+	select {
+	case <-w.ready:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (h *hub) leaveLocked(cl *client) {
 	if cl.thread == "" {
 		return
 	}
-	if w := h.watchers[cl.thread]; w != nil {
+	key := watchKey{cl.principal, cl.thread}
+	if w := h.watchers[key]; w != nil {
 		delete(w.clients, cl)
 		if len(w.clients) == 0 {
 			w.cancel()
-			delete(h.watchers, cl.thread)
+			delete(h.watchers, key)
 		}
 	}
 	cl.thread = ""
 }
 
-// pump delivers a thread's events until the watcher is cancelled. A feed
-// that ends early (the hub fell behind) is resumed after the last event
-// delivered, so sockets miss nothing.
-func (h *hub) pump(ctx context.Context, w *watcher, feed protocol.Feed, last int64) {
-	for {
-		last = h.drain(ctx, w, feed, last)
-		feed.Close()
-		if ctx.Err() != nil {
-			return
+// follow subscribes w to its thread and returns: the watch then delivers
+// the thread's events to w's sockets on the subscription's own goroutine
+// (protocol.WatchThread), until the watcher is cancelled, so an idle
+// session costs no goroutine here. A watch that fails drops the watcher,
+// so that its sockets' next chat subscribes again, and tells them.
+func (h *hub) follow(ctx context.Context, w *watcher) {
+	watch, err := protocol.WatchThread(ctx, h.core, w.thread, protocol.FromEnd, h.log,
+		func(e event.Event) error {
+			h.event(ctx, w, e)
+			return nil
+		},
+		func(err error) {
+			defer h.wg.Done()
+			h.ended(w, err)
+		})
+	if err != nil {
+		w.err = err
+		close(w.ready)
+		h.drop(w)
+		h.wg.Done()
+		return
+	}
+	context.AfterFunc(ctx, watch.Stop) // cancelling the watcher stops it
+	close(w.ready)
+}
+
+// ended is called once w's watch has ended: by the watcher's cancelling,
+// or on its own (err not nil), which drops the watcher and tells its
+// sockets.
+func (h *hub) ended(w *watcher, err error) {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return
+	}
+	h.log.Error("agentchat: following the session failed", "thread", w.thread, "err", err)
+	if b := h.encode(w, agentchatapi.NewErrorEvent("The session's events stopped: internal error. Send a message to continue.")); b != nil {
+		h.send(h.targets(w), b)
+	}
+	h.drop(w)
+}
+
+// event delivers one event of w's thread to the sockets that should see
+// it, each in its own shape: the agent's text as whole messages, or as
+// chunks (see texts).
+func (h *hub) event(ctx context.Context, w *watcher, e event.Event) {
+	switch p := e.Payload.(type) {
+	case event.MessageStarted:
+		w.texts.start(e.Run, p.MessageID)
+		return
+	case event.MessageDelta:
+		m := w.texts.delta(e.Run, e.Seq, p)
+		if h.nchunks.Load() > 0 {
+			h.chunk(ctx, w, m, p.MessageID, h.targets(w))
 		}
-		h.log.Warn("agentchat feed ended; resubscribing", "thread", w.thread, "err", feed.Err())
-		var err error
-		if feed, err = h.core.Subscribe(ctx, w.thread, last); err != nil {
-			h.log.Error("agentchat resubscribe", "thread", w.thread, "err", err)
-			return
+		return
+	case event.MessageCompleted:
+		h.complete(w, w.texts.take(p.MessageID), e, p, h.targets(w))
+		return
+	case event.RunCompleted, event.RunFailed, event.RunCancelled:
+		w.texts.endRun(e.Run)
+	}
+	frames := (projector{}).Project(e)
+	if len(frames) == 0 {
+		return
+	}
+	targets := h.targets(w)
+	for _, m := range frames {
+		if b := h.encode(w, m); b != nil {
+			h.send(targets, b)
 		}
 	}
 }
 
-func (h *hub) drain(ctx context.Context, w *watcher, feed protocol.Feed, last int64) int64 {
-	for {
-		select {
-		case <-ctx.Done():
-			return last
-		case e, ok := <-feed.Events():
-			if !ok {
-				return last
-			}
-			last = e.Seq
-			for _, m := range project(e) {
-				b, err := agentchatapi.Encode(m)
-				if err != nil {
-					h.log.Error("agentchat encode", "err", err)
-					continue
+// chunk sends the chunks sockets among targets what they lack of message
+// m, which has just grown.
+func (h *hub) chunk(ctx context.Context, w *watcher, m *openText, id string, targets []*client) {
+	targets = slices.DeleteFunc(targets, func(cl *client) bool { return !cl.chunks })
+	if len(targets) == 0 {
+		return
+	}
+	if err := m.resolve(ctx, h.core, w.thread, id); err != nil && ctx.Err() == nil {
+		h.log.Warn("agentchat: could not read the start of a message in progress; chunks sockets get it from here on",
+			"thread", w.thread, "message", id, "err", err)
+	}
+	// Sockets that were sent as much share one frame.
+	frames := map[int][]byte{}
+	for _, cl := range targets {
+		from := m.sent[cl]
+		text := m.unsent(cl)
+		if text == "" {
+			continue
+		}
+		b, ok := frames[from]
+		if !ok {
+			b = h.encode(w, agentchatapi.NewAgentMessageEvent(text))
+			frames[from] = b
+		}
+		if b != nil {
+			cl.c.Send(b)
+		}
+	}
+}
+
+// complete delivers a finished message: whole to the message sockets, and
+// to each chunks socket the part it has not had (nothing, when it had
+// every chunk). A blank message shows as nothing, in either shape.
+func (h *hub) complete(w *watcher, m *openText, e event.Event, p event.MessageCompleted, targets []*client) {
+	var whole []byte // the message sockets' frame, encoded once
+	frames := map[string][]byte{}
+	for _, cl := range targets {
+		if !cl.chunks {
+			if whole == nil {
+				for _, f := range (projector{}).Project(e) {
+					whole = h.encode(w, f)
 				}
-				h.deliver(w, b)
 			}
+			if whole != nil {
+				cl.c.Send(whole)
+			}
+			continue
+		}
+		text, ok := m.rest(cl, p.Text)
+		if !ok {
+			h.log.Warn("agentchat: a message's text differs from its chunks; a chunks socket gets no more of it",
+				"thread", w.thread, "message", p.MessageID)
+			continue
+		}
+		if text == "" {
+			continue
+		}
+		b, seen := frames[text]
+		if !seen {
+			b = h.encode(w, agentchatapi.NewAgentMessageEvent(text))
+			frames[text] = b
+		}
+		if b != nil {
+			cl.c.Send(b)
 		}
 	}
 }
 
-func (h *hub) deliver(w *watcher, frame []byte) {
+// encode encodes a frame for w's sockets and has it verified; nil when it
+// cannot be encoded.
+func (h *hub) encode(w *watcher, m agentchatapi.Outbound) []byte {
+	b, err := agentchatapi.Encode(m)
+	if err != nil {
+		h.log.Error("agentchat: encode", "thread", w.thread, "type", m.MessageType(), "err", err)
+		return nil
+	}
+	if h.verify != nil {
+		h.verify(b)
+	}
+	return b
+}
+
+// drop forgets a watcher whose follow ended on its own.
+func (h *hub) drop(w *watcher) {
 	h.mu.Lock()
-	targets := make([]*client, 0, len(w.clients))
-	if h.all {
-		for cl := range h.clients {
-			targets = append(targets, cl)
+	defer h.mu.Unlock()
+	if h.watchers[w.key] == w {
+		delete(h.watchers, w.key)
+	}
+	for cl := range w.clients {
+		if cl.thread == w.thread {
+			cl.thread = ""
 		}
-	} else {
-		for cl := range w.clients {
+	}
+	w.cancel()
+}
+
+// targets returns the sockets that should see w's events now.
+func (h *hub) targets(w *watcher) []*client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := w.clients
+	if h.all {
+		set = h.clients
+	}
+	targets := make([]*client, 0, len(set))
+	for cl := range set {
+		if cl.principal == w.key.principal {
 			targets = append(targets, cl)
 		}
 	}
-	h.mu.Unlock()
+	return targets
+}
+
+// send queues one encoded (and verified) frame on every target.
+func (h *hub) send(targets []*client, frame []byte) {
 	for _, cl := range targets {
 		cl.c.Send(frame)
 	}

@@ -5,11 +5,20 @@ import (
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
 )
 
-// project maps one canonical event onto the agentchat frames it shows as;
-// most events show as nothing (deltas, run bookkeeping, usage).
-func project(e event.Event) []agentchatapi.Outbound {
+// projector maps canonical events onto agentchat frames. The projection
+// needs no memory, so one projector serves every socket of a session, which
+// then share each encoded frame; most events show as nothing (deltas, run
+// bookkeeping, usage). It gives the message sockets' shape of the agent's
+// text; the hub streams message deltas to chunks sockets itself (texts).
+type projector struct{}
+
+var _ protocol.Projector[agentchatapi.Outbound] = projector{}
+
+// Project returns the frames e shows as.
+func (projector) Project(e event.Event) []agentchatapi.Outbound {
 	switch p := e.Payload.(type) {
 	case event.MessageUser:
 		return one(agentchatapi.NewUserMessageEvent(p.Text))
