@@ -11,10 +11,11 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/go-faster/jx"
 	"github.com/google/uuid"
+	"github.com/ogen-go/ogen/ogenerrors"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/sse"
 )
 
@@ -34,6 +35,19 @@ type Client struct {
 	http *http.Client
 }
 
+// Bearer is a credential for the generated client (threadsapi.SecuritySource):
+// an API key or a JWT sent as `Authorization: Bearer`. The empty Bearer
+// sends none, for a server that runs with --auth none.
+type Bearer string
+
+// BearerAuth implements threadsapi.SecuritySource.
+func (b Bearer) BearerAuth(context.Context, threadsapi.OperationName) (threadsapi.BearerAuth, error) {
+	if b == "" {
+		return threadsapi.BearerAuth{}, ogenerrors.ErrSkipClientSecurity
+	}
+	return threadsapi.BearerAuth{Token: string(b)}, nil
+}
+
 // NewClient returns a Client for the server at baseURL (for example
 // "http://127.0.0.1:8080"). A nil httpClient means http.DefaultClient; it
 // must not time out whole requests, or it cuts streams short.
@@ -48,7 +62,10 @@ func NewClient(baseURL string, httpClient *http.Client) (*Client, error) {
 	if base.Scheme != "http" && base.Scheme != "https" {
 		return nil, fmt.Errorf("threads: base URL %q: scheme must be http or https", baseURL)
 	}
-	api, err := threadsapi.NewClient(baseURL, threadsapi.WithClient(httpClient))
+	// Credentials, when the server wants them, are httpClient's to add
+	// (its Transport), so that the hand-written stream requests carry
+	// them too.
+	api, err := threadsapi.NewClient(baseURL, Bearer(""), threadsapi.WithClient(httpClient))
 	if err != nil {
 		return nil, fmt.Errorf("threads: %w", err)
 	}
@@ -94,13 +111,11 @@ func (c *Client) History(ctx context.Context, threadID uuid.UUID) (*threadsapi.T
 //
 // ctx bounds the request and the whole stream.
 func (c *Client) SendMessage(ctx context.Context, threadID uuid.UUID, text string) (*Stream, error) {
-	msg := threadsapi.SendMessageRequest{Text: text}
-	if err := msg.Validate(); err != nil {
-		return nil, fmt.Errorf("threads: send message: %w", toWireError(err))
+	body, err := encodeChecked(&threadsapi.SendMessageRequest{Text: text}, threadsschema.ValidateSendMessageRequestJSON)
+	if err != nil {
+		return nil, fmt.Errorf("threads: send message: %w", err)
 	}
-	var enc jx.Encoder
-	msg.Encode(&enc)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.threadURL(threadID, ""), bytes.NewReader(enc.Bytes()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.threadURL(threadID, ""), bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("threads: send message: %w", err)
 	}
@@ -184,9 +199,9 @@ type Stream struct {
 // whose data does not match its schema is returned as an error wrapping a
 // *wire.Error; Next may be called again to read on. If ctx is done, Next
 // closes the stream and returns ctx's error.
-func (s *Stream) Next(ctx context.Context) (Event, error) {
+func (s *Stream) Next(ctx context.Context) (threadsapi.StreamEvent, error) {
 	if s.ended {
-		return Event{}, io.EOF
+		return threadsapi.StreamEvent{}, io.EOF
 	}
 	stop := context.AfterFunc(ctx, func() { s.body.Close() })
 	defer stop()
@@ -194,21 +209,21 @@ func (s *Stream) Next(ctx context.Context) (Event, error) {
 		raw, err := s.r.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return Event{}, ctx.Err()
+				return threadsapi.StreamEvent{}, ctx.Err()
 			}
 			if errors.Is(err, io.EOF) && s.endsAtDone {
-				return Event{}, ErrIncomplete
+				return threadsapi.StreamEvent{}, ErrIncomplete
 			}
-			return Event{}, err
+			return threadsapi.StreamEvent{}, err
 		}
 		e, err := DecodeEvent(raw)
 		if err != nil {
 			if !knownEvent(raw.Type) {
 				continue // an event a later version added
 			}
-			return Event{}, fmt.Errorf("threads: %s event %q: %w", raw.Type, raw.ID, err)
+			return threadsapi.StreamEvent{}, fmt.Errorf("threads: %s event %q: %w", raw.Type, raw.ID, err)
 		}
-		if s.endsAtDone && (e.Name == EventDone || e.Name == EventError) {
+		if s.endsAtDone && (e.Type == threadsapi.DoneSSEStreamEvent || e.Type == threadsapi.ErrorSSEStreamEvent) {
 			s.ended = true
 			s.body.Close()
 		}

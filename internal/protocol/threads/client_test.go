@@ -34,22 +34,24 @@ func exampleStream(t testing.TB) []byte {
 	return append(b, '\n')
 }
 
-// wantExample is the example stream's events, decoded.
-func wantExample() []Event {
-	text := func(msg, chunk string) Event {
-		return Event{Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: threadID, MessageID: msg, Chunk: chunk}}
+// wantExample is the example stream's events, decoded (it has no ids).
+func wantExample() []threadsapi.StreamEvent {
+	text := func(msg, chunk string) threadsapi.StreamEvent {
+		return agentTextEvent("", threadsapi.AgentTextEvent{ThreadID: threadID, MessageID: msg, Chunk: chunk})
 	}
-	return []Event{
+	done := doneEvent(0)
+	done.DoneSSE.ID = ""
+	return []threadsapi.StreamEvent{
 		text("msg_1", "I'll "),
 		text("msg_1", "check "),
 		text("msg_1", "the weather"),
-		{Name: EventToolCall, ToolCall: &threadsapi.ToolCallEvent{ToolCallID: "toolu_01234", ToolName: "get_weather",
-			Arguments: threadsapi.JSONObject{"location": []byte(`"current"`)}}},
-		{Name: EventToolResult, ToolResult: &threadsapi.ToolResultEvent{ToolResultID: "result-toolu_01234", ToolCallID: "toolu_01234",
-			Result: threadsapi.JSONObject{"temperature": []byte(`72`), "condition": []byte(`"sunny"`)}}},
+		toolCallEvent("", threadsapi.ToolCallEvent{ToolCallID: "toolu_01234", ToolName: "get_weather",
+			Arguments: threadsapi.JSONObject{"location": []byte(`"current"`)}}),
+		toolResultEvent("", threadsapi.ToolResultEvent{ToolResultID: "result-toolu_01234", ToolCallID: "toolu_01234",
+			Result: threadsapi.JSONObject{"temperature": []byte(`72`), "condition": []byte(`"sunny"`)}}),
 		text("msg_2", "It's currently"),
 		text("msg_2", " 72Â°F and sunny."), // the document's mojibake, kept
-		{Name: EventDone, Done: &threadsapi.DoneEvent{}},
+		done,
 	}
 }
 
@@ -89,9 +91,9 @@ func newClient(t *testing.T, url string) *Client {
 	return c
 }
 
-func readStream(t *testing.T, s *Stream) []Event {
+func readStream(t *testing.T, s *Stream) []threadsapi.StreamEvent {
 	t.Helper()
-	var got []Event
+	var got []threadsapi.StreamEvent
 	for {
 		e, err := s.Next(t.Context())
 		if errors.Is(err, io.EOF) {
@@ -115,10 +117,11 @@ func TestSendMessageDecodesExampleStream(t *testing.T) {
 
 // TestGeneratedClientDecodesExampleStream checks the ogen client's own SSE
 // decoding against the document's example stream: the generated types
-// describe the stream the document shows.
+// describe the stream the document shows, and the generated client decodes
+// it to the same events as DecodeEvent.
 func TestGeneratedClientDecodesExampleStream(t *testing.T) {
 	srv := newStreamServer(t, exampleStream(t))
-	api, err := threadsapi.NewClient(srv.URL)
+	api, err := threadsapi.NewClient(srv.URL, Bearer(""))
 	require.NoError(t, err)
 	res, err := api.SendMessage(t.Context(), &threadsapi.SendMessageRequest{Text: "What is the weather today?"},
 		threadsapi.SendMessageParams{ThreadID: threadID})
@@ -127,38 +130,14 @@ func TestGeneratedClientDecodesExampleStream(t *testing.T) {
 	require.True(t, ok, "SendMessage = %T, want *SendMessageOK", res)
 	defer stream.Close()
 
-	var got []Event
+	var got []threadsapi.StreamEvent
 	for range wantExample() { // never read past done: the generated stream would post again
 		ev, err := stream.Next(t.Context())
 		require.NoError(t, err)
-		got = append(got, fromGenerated(t, ev))
+		got = append(got, ev)
 	}
 	require.Equal(t, wantExample(), got)
 	require.EqualValues(t, 1, srv.posts.Load())
-}
-
-// fromGenerated converts the generated client's event to an Event.
-func fromGenerated(t *testing.T, ev threadsapi.StreamEvent) Event {
-	t.Helper()
-	switch ev.Type {
-	case threadsapi.AgentTextSSEStreamEvent:
-		require.Equal(t, EventAgentText, ev.AgentTextSSE.Event)
-		return Event{ID: ev.AgentTextSSE.ID, Name: EventAgentText, AgentText: &ev.AgentTextSSE.Data}
-	case threadsapi.ToolCallSSEStreamEvent:
-		require.Equal(t, EventToolCall, ev.ToolCallSSE.Event)
-		return Event{ID: ev.ToolCallSSE.ID, Name: EventToolCall, ToolCall: &ev.ToolCallSSE.Data}
-	case threadsapi.ToolResultSSEStreamEvent:
-		require.Equal(t, EventToolResult, ev.ToolResultSSE.Event)
-		return Event{ID: ev.ToolResultSSE.ID, Name: EventToolResult, ToolResult: &ev.ToolResultSSE.Data}
-	case threadsapi.DoneSSEStreamEvent:
-		require.Equal(t, EventDone, ev.DoneSSE.Event)
-		return Event{ID: ev.DoneSSE.ID, Name: EventDone, Done: &ev.DoneSSE.Data}
-	case threadsapi.ErrorSSEStreamEvent:
-		require.Equal(t, EventError, ev.ErrorSSE.Event)
-		return Event{ID: ev.ErrorSSE.ID, Name: EventError, Error: &ev.ErrorSSE.Data}
-	}
-	t.Fatalf("unknown generated event type %q", ev.Type)
-	return Event{}
 }
 
 // TestGeneratedClientResumes checks the generated events operation sends
@@ -172,7 +151,7 @@ func TestGeneratedClientResumes(t *testing.T) {
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	api, err := threadsapi.NewClient(srv.URL)
+	api, err := threadsapi.NewClient(srv.URL, Bearer(""))
 	require.NoError(t, err)
 	res, err := api.StreamEvents(t.Context(), threadsapi.StreamEventsParams{ThreadID: threadID, LastEventID: threadsapi.NewOptString("41")})
 	require.NoError(t, err)
@@ -181,7 +160,7 @@ func TestGeneratedClientResumes(t *testing.T) {
 	defer stream.Close()
 	ev, err := stream.Next(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, Event{ID: "42", Name: EventDone, Done: &threadsapi.DoneEvent{}}, fromGenerated(t, ev))
+	require.Equal(t, doneEvent(42), ev)
 }
 
 // TestExampleStreamFile keeps the document's stream byte for byte: read as
@@ -192,7 +171,7 @@ func TestExampleStreamFile(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	r := sse.NewReader(f)
-	var got []Event
+	var got []threadsapi.StreamEvent
 	for {
 		raw, err := r.Next()
 		if errors.Is(err, io.EOF) {
@@ -221,26 +200,26 @@ func TestStreamIDsHeartbeatsAndUnknownEvents(t *testing.T) {
 	s, err := newClient(t, srv.URL).SendMessage(t.Context(), threadID, "What is the weather today?")
 	require.NoError(t, err)
 	defer s.Close()
-	want := []Event{
-		{ID: "1", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: threadID, MessageID: "m", Chunk: "a"}},
-		{ID: "3", Name: EventError, Error: &threadsapi.ErrorEvent{Error: "model unavailable"}},
+	want := []threadsapi.StreamEvent{
+		agentTextEvent("1", threadsapi.AgentTextEvent{ThreadID: threadID, MessageID: "m", Chunk: "a"}),
+		errorEvent(3, "model unavailable"),
 	}
 	require.Equal(t, want, readStream(t, s), "the POST stream ends at its error event")
 	require.Equal(t, "3", s.LastEventID())
 }
 
 func TestStreamReportsBadEventAndReadsOn(t *testing.T) {
-	srv := newStreamServer(t, []byte("id: 1\nevent: agent_text\ndata: {\"chunk\":1}\n\nid: 2\nevent: done\ndata: {}\n\n"))
+	srv := newStreamServer(t, []byte("id: 1\nevent: agent_text\ndata: {\"thread_id\":\"550e8400-e29b-41d4-a716-446655440000\",\"message_id\":\"m\",\"chunk\":1}\n\nid: 2\nevent: done\ndata: {}\n\n"))
 	s, err := newClient(t, srv.URL).SendMessage(t.Context(), threadID, "What is the weather today?")
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Next(t.Context())
 	we, ok := wire.AsError(err)
 	require.True(t, ok, "Next() = %v, want a *wire.Error", err)
-	require.Equal(t, "/chunk", we.Path)
+	require.Equal(t, wire.Error{Kind: wire.KindType, Message: EventAgentText, Path: "/chunk", Reason: "must be string"}, *we)
 	e, err := s.Next(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, Event{ID: "2", Name: EventDone, Done: &threadsapi.DoneEvent{}}, e)
+	require.Equal(t, doneEvent(2), e)
 }
 
 func TestInterruptedStreamResumes(t *testing.T) {
@@ -281,8 +260,8 @@ func TestInterruptedStreamResumes(t *testing.T) {
 	defer r.Close()
 	got := readStream(t, r)
 	require.Len(t, got, 2, "a resumed stream reads on past done")
-	require.Equal(t, EventDone, got[0].Name)
-	require.Equal(t, "next run", got[1].AgentText.Chunk)
+	require.Equal(t, threadsapi.DoneSSEStreamEvent, got[0].Type)
+	require.Equal(t, "next run", got[1].AgentTextSSE.Data.Chunk)
 	require.Equal(t, "5", r.LastEventID())
 	require.EqualValues(t, 1, resumes.Load())
 }
@@ -333,7 +312,7 @@ func TestErrorAnswers(t *testing.T) {
 	mux.HandleFunc("POST /api/v1/threads/{threadId}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, `{"error":"invalid request body: /text: must not be empty"}`)
+		_, _ = io.WriteString(w, `{"error":"invalid request body: /text: must be at least 1 characters"}`)
 	})
 	mux.HandleFunc("GET /api/v1/threads/{threadId}/events", func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "boom", http.StatusInternalServerError)
@@ -350,7 +329,7 @@ func TestErrorAnswers(t *testing.T) {
 	_, err := c.SendMessage(t.Context(), threadID, "hi")
 	var ae *APIError
 	require.ErrorAs(t, err, &ae)
-	require.Equal(t, APIError{StatusCode: 400, Message: "invalid request body: /text: must not be empty"}, *ae)
+	require.Equal(t, APIError{StatusCode: 400, Message: "invalid request body: /text: must be at least 1 characters"}, *ae)
 
 	_, err = c.Resume(t.Context(), threadID, "")
 	require.ErrorAs(t, err, &ae)

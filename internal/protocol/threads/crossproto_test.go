@@ -84,7 +84,7 @@ func TestRESTThreadContinuesOverAgentchat(t *testing.T) {
 	h := start(t, testConfig(t), server.Options{})
 	thread := uuid.New()
 	turn1 := h.send(thread, "echo from rest")
-	require.Equal(t, threads.EventDone, turn1[len(turn1)-1].Name)
+	require.Equal(t, threads.EventDone, string(turn1[len(turn1)-1].Type))
 
 	ws := h.dial(t)
 	ws.chat(thread, "echo from ws")
@@ -96,7 +96,7 @@ func TestRESTThreadContinuesOverAgentchat(t *testing.T) {
 
 	// The REST client resumes where its stream ended and gets the
 	// socket's run.
-	r, err := h.client.Resume(t.Context(), thread, turn1[len(turn1)-1].ID)
+	r, err := h.client.Resume(t.Context(), thread, threads.EventID(turn1[len(turn1)-1]))
 	require.NoError(t, err)
 	defer r.Close()
 	turn2 := readAll(t, r)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 )
@@ -50,7 +51,7 @@ type Options struct {
 // generate a server for a document with text/event-stream responses, so
 // routing, parameter checks and answers are written here; bodies are
 // decoded and validated by the generated code (DecodeSendMessageRequest),
-// and every SSE event is validated before it is sent (Event.Encode).
+// and every SSE event is validated before it is sent (EncodeEvent).
 //
 // A thread is the thread of the canonical log whose id is the UUID in its
 // canonical lower-case form, so the agentchat session with that session_id
@@ -68,12 +69,20 @@ type Handler struct {
 
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
 	cancelAbort context.CancelFunc
+
+	shared *sharedEvents // log events' SSE encodings, shared by the streams
+
+	verify func(frame []byte) // nil unless the server checks its events (tests)
 }
 
 var _ http.Handler = (*Handler)(nil)
 
 // New returns a Handler over core. Call Shutdown to end its streams.
 func New(core protocol.Core, opts Options) *Handler {
+	return newHandler(core, opts, nil)
+}
+
+func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler {
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
@@ -83,7 +92,7 @@ func New(core protocol.Core, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{core: core, opts: opts, log: opts.Logger, stopping: make(chan struct{})}
+	h := &Handler{core: core, opts: opts, log: opts.Logger, stopping: make(chan struct{}), shared: newSharedEvents(), verify: verify}
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathThread, h.serveThread)
@@ -164,14 +173,14 @@ func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {
 	ctx, thread := r.Context(), id.String()
 	events, err := h.core.History(ctx, thread)
 	if err != nil {
-		h.internalError(w, r, "read the thread's history", err)
+		h.coreError(w, r, "read the thread's history", err)
 		return
 	}
 	if len(events) == 0 {
 		// No conversation yet; a thread exists once it has any event.
 		last, err := h.core.LastSeq(ctx, thread)
 		if err != nil {
-			h.internalError(w, r, "read the thread's last seq", err)
+			h.coreError(w, r, "read the thread's last seq", err)
 			return
 		}
 		if last == 0 {
@@ -180,13 +189,12 @@ func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp := threadsapi.ThreadResponse{ThreadID: id, Messages: projectHistory(events)}
-	if err := resp.Validate(); err != nil {
-		h.internalError(w, r, "project the thread's history", toWireError(err))
+	body, err := encodeChecked(&resp, threadsschema.ValidateThreadResponseJSON)
+	if err != nil {
+		h.internalError(w, r, "project the thread's history", err)
 		return
 	}
-	var enc jx.Encoder
-	resp.Encode(&enc)
-	writeJSON(w, http.StatusOK, enc.Bytes())
+	writeJSON(w, http.StatusOK, body)
 }
 
 // sendMessage posts the user's message to the thread and streams its run.
@@ -221,30 +229,21 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	defer h.streams.Done()
 
 	ctx, thread := r.Context(), id.String()
-	// Subscribe first, from the thread's current end: no event of the run
-	// can then slip between the post and the stream, and a store that
-	// fails does so before the message is posted.
-	last, err := h.core.LastSeq(ctx, thread)
+	// Follow first, from the thread's current end: no event of the run can
+	// then slip between the post and the stream, and a store that fails
+	// does so before the message is posted.
+	f, err := protocol.Follow(ctx, h.core, thread, protocol.FromEnd, h.log)
 	if err != nil {
-		h.internalError(w, r, "read the thread's last seq", err)
-		return
-	}
-	feed, err := h.core.Subscribe(ctx, thread, last)
-	if err != nil {
-		h.internalError(w, r, "subscribe to the thread", err)
+		h.coreError(w, r, "subscribe to the thread", err)
 		return
 	}
 	posted, err := h.core.Post(ctx, thread, runs.Input{Text: req.Text})
 	if err != nil {
-		feed.Close()
-		if errors.Is(err, runs.ErrShuttingDown) {
-			shuttingDown(w)
-			return
-		}
-		h.internalError(w, r, "post the message", err)
+		f.Close()
+		h.coreError(w, r, "post the message", err)
 		return
 	}
-	h.stream(w, r, id, feed, last, -1, &runView{run: posted.Run, proj: newProjector(id)})
+	h.stream(w, r, id, f, f.Head(), -1, &runView{run: posted.Run, proj: newProjector(id)})
 }
 
 // streamEvents resumes the thread's stream after Last-Event-ID.
@@ -267,25 +266,23 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 	defer h.streams.Done()
 
 	ctx, thread := r.Context(), id.String()
-	last, err := h.core.LastSeq(ctx, thread)
+	f, err := protocol.Follow(ctx, h.core, thread, after, h.log)
 	if err != nil {
-		h.internalError(w, r, "read the thread's last seq", err)
+		if perr := protocol.AsError(err); perr.Code == protocol.CodeInvalid {
+			// The position is past the thread's end: a client of another
+			// thread, or of a log that was reset.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %d: %s", after, perr.Message))
+			return
+		}
+		h.coreError(w, r, "subscribe to the thread", err)
 		return
 	}
-	if last == 0 {
+	if f.Head() == 0 {
+		f.Close()
 		writeError(w, http.StatusNotFound, "thread not found")
 		return
 	}
-	if after > last {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %d: the thread's last event is %d", after, last))
-		return
-	}
-	feed, err := h.core.Subscribe(ctx, thread, after)
-	if err != nil {
-		h.internalError(w, r, "subscribe to the thread", err)
-		return
-	}
-	h.stream(w, r, id, feed, after, last, &threadView{proj: newProjector(id)})
+	h.stream(w, r, id, f, after, f.Head(), &threadView{proj: newProjector(id)})
 }
 
 // parseThreadID parses the path's thread id: a UUID in the canonical
@@ -319,6 +316,36 @@ func parseSeq(v string) (int64, bool) {
 func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
 	w.Header().Set("Allow", allow)
 	writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s is not allowed here; use %s", r.Method, allow))
+}
+
+// coreError answers what the core refused with the status its code
+// stands for; internal failures are logged and answered 500 without their
+// cause. A request whose client went away has nobody to answer.
+func (h *Handler) coreError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	perr := protocol.AsError(err)
+	switch perr.Code {
+	case protocol.CodeInvalid, protocol.CodeUnknownType:
+		writeError(w, http.StatusBadRequest, perr.Message)
+	case protocol.CodeNotFound, protocol.CodeForbidden:
+		// Another principal's thread is as unknown as one that does not
+		// exist: its existence is not revealed.
+		writeError(w, http.StatusNotFound, "thread not found")
+	case protocol.CodeUnauthenticated:
+		writeError(w, http.StatusUnauthorized, perr.Message)
+	case protocol.CodeBusy:
+		writeError(w, http.StatusConflict, perr.Message)
+	case protocol.CodeRateLimited:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, perr.Message)
+	case protocol.CodeUnavailable:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, perr.Message)
+	default:
+		h.internalError(w, r, what, err)
+	}
 }
 
 // internalError logs the cause and answers 500 without it. A request

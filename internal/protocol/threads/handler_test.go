@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
-	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
@@ -69,6 +68,7 @@ func (c *fakeCore) addLocked(thread, run string, ps ...event.Payload) {
 		for _, f := range c.feeds {
 			if f.thread == thread && !f.ended {
 				f.ch <- e
+				f.last = e.Seq
 			}
 		}
 	}
@@ -114,8 +114,15 @@ func (c *fakeCore) Subscribe(ctx context.Context, t string, after int64) (protoc
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	head := int64(len(c.log[t]))
+	if after == protocol.FromEnd {
+		after = head
+	}
+	if after > head {
+		return nil, protocol.Errorf(protocol.CodeInvalid, "seq %d is past the thread's last event, %d", after, head)
+	}
 	c.subscribed = append(c.subscribed, after)
-	f := &fakeFeed{c: c, thread: t, ch: make(chan event.Event, 1024)}
+	f := &fakeFeed{c: c, thread: t, ch: make(chan event.Event, 1024), head: head, last: after}
 	end := feedEnd{n: -1}
 	if len(c.ends) > 0 {
 		end, c.ends = c.ends[0], c.ends[1:]
@@ -125,6 +132,7 @@ func (c *fakeCore) Subscribe(ctx context.Context, t string, after int64) (protoc
 			break
 		}
 		f.ch <- e
+		f.last = e.Seq
 		end.n--
 	}
 	if end.err != nil {
@@ -149,21 +157,33 @@ func (c *fakeCore) Post(ctx context.Context, t string, in runs.Input) (runs.Post
 	return p, nil
 }
 
-func (c *fakeCore) Resolve(context.Context, string, agent.Command) error { return nil }
+func (c *fakeCore) Resolve(context.Context, string, event.Command) error { return nil }
 func (c *fakeCore) Cancel(context.Context, string) error                 { return nil }
 
-func (c *fakeCore) Active(string) string {
+func (c *fakeCore) Active(ctx context.Context, t string) (string, error) {
+	if err := c.fail("Active"); err != nil {
+		return "", err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.active
+	return c.active, nil
 }
 
 type fakeFeed struct {
-	c      *fakeCore
-	thread string
-	ch     chan event.Event
-	err    error
-	ended  bool // ch is closed
+	c          *fakeCore
+	thread     string
+	ch         chan event.Event
+	head, last int64 // last: the last event queued, which a consumer of a closed feed has taken
+	err        error
+	ended      bool // ch is closed
+}
+
+func (f *fakeFeed) Head() int64 { return f.head }
+
+func (f *fakeFeed) Last() int64 {
+	f.c.mu.Lock()
+	defer f.c.mu.Unlock()
+	return f.last
 }
 
 func (f *fakeFeed) Events() <-chan event.Event { return f.ch }
@@ -218,6 +238,8 @@ func fakeServer(t *testing.T, core *fakeCore) (*Handler, *Client, *logBuffer) {
 
 // TestStoreFailures: a core that fails answers 500 with a body that hides
 // the cause, which goes to the log; a core that is stopping answers 503.
+// (Streams read no LastSeq of their own: Subscribe tells them where the
+// thread ends.)
 func TestStoreFailures(t *testing.T) {
 	cause := errors.New("disk on fire")
 	tests := []struct {
@@ -231,11 +253,9 @@ func TestStoreFailures(t *testing.T) {
 		{"history", "History", cause, history, 500, nil},
 		// No conversation events: GET asks LastSeq whether the thread exists.
 		{"history of a thread without messages", "LastSeq", cause, history, 500, event.MessageDelta{MessageID: "a", Text: "x"}},
-		{"post: last seq", "LastSeq", cause, send, 500, nil},
 		{"post: subscribe", "Subscribe", cause, send, 500, nil},
 		{"post: post", "Post", cause, send, 500, nil},
-		{"post: shutting down", "Post", runs.ErrShuttingDown, send, 503, nil},
-		{"events: last seq", "LastSeq", cause, resume, 500, nil},
+		{"post: shutting down", "Post", protocol.Wrap(protocol.CodeUnavailable, runs.ErrShuttingDown, "the server is shutting down"), send, 503, nil},
 		{"events: subscribe", "Subscribe", cause, resume, 500, nil},
 	}
 	for _, tt := range tests {
@@ -297,10 +317,10 @@ func TestFeedFailureSendsError(t *testing.T) {
 	defer s.Close()
 	got := readStream(t, s)
 	require.Len(t, got, 2)
-	assert.Equal(t, Event{ID: "2", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "Hel"}}, got[0])
-	assert.Equal(t, "2", got[1].ID)
-	assert.Equal(t, EventError, got[1].Name)
-	assert.Contains(t, got[1].Error.Error, "resume")
+	assert.Equal(t, agentTextEvent("2", threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "Hel"}), got[0])
+	assert.Equal(t, "2", EventID(got[1]))
+	assert.Equal(t, threadsapi.ErrorSSEStreamEvent, got[1].Type)
+	assert.Contains(t, got[1].ErrorSSE.Data.Error, "resume")
 	assert.Contains(t, logs.String(), "bus broke")
 }
 
@@ -325,7 +345,7 @@ func TestSlowConsumerResubscribes(t *testing.T) {
 	got := readStream(t, s)
 	var ids, names []string
 	for _, e := range got {
-		ids, names = append(ids, e.ID), append(names, e.Name)
+		ids, names = append(ids, EventID(e)), append(names, string(e.Type))
 	}
 	assert.Equal(t, []string{"2", "3", "5"}, ids)
 	assert.Equal(t, []string{EventAgentText, EventAgentText, EventDone}, names)
@@ -352,8 +372,8 @@ func TestQuietThread(t *testing.T) {
 		defer s.Close()
 		got := readStream(t, s)
 		require.Len(t, got, 2)
-		assert.Equal(t, "half", got[0].AgentText.Chunk)
-		assert.Equal(t, Event{ID: "3", Name: EventDone, Done: &threadsapi.DoneEvent{}}, got[1])
+		assert.Equal(t, "half", got[0].AgentTextSSE.Data.Chunk)
+		assert.Equal(t, doneEvent(3), got[1])
 	})
 	t.Run("post: a run without an end", func(t *testing.T) {
 		core := newFakeCore()
@@ -363,8 +383,8 @@ func TestQuietThread(t *testing.T) {
 		defer s.Close()
 		got := readStream(t, s)
 		require.Len(t, got, 1)
-		assert.Equal(t, "1", got[0].ID)
-		assert.Contains(t, got[0].Error.Error, "without an end")
+		assert.Equal(t, "1", EventID(got[0]))
+		assert.Contains(t, got[0].ErrorSSE.Data.Error, "without an end")
 	})
 	t.Run("post: a queued message that was dropped", func(t *testing.T) {
 		core := newFakeCore()
@@ -377,8 +397,8 @@ func TestQuietThread(t *testing.T) {
 		defer s.Close()
 		got := readStream(t, s)
 		require.Len(t, got, 1)
-		assert.Equal(t, "2", got[0].ID)
-		assert.Contains(t, got[0].Error.Error, "dropped")
+		assert.Equal(t, "2", EventID(got[0]))
+		assert.Contains(t, got[0].ErrorSSE.Data.Error, "dropped")
 	})
 }
 
@@ -396,13 +416,13 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	defer s.Close()
 	e, err := s.Next(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, "a", e.AgentText.Chunk)
+	require.Equal(t, "a", e.AgentTextSSE.Data.Chunk)
 
 	core.add(id.String(), "r1", event.MessageDelta{MessageID: "a1", Text: "b"})
 	require.NoError(t, h.Shutdown(t.Context()))
 	rest := readStream(t, s)
 	require.Len(t, rest, 1, "the stream delivers what was committed before it closes")
-	assert.Equal(t, Event{ID: "3", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "b"}}, rest[0])
+	assert.Equal(t, agentTextEvent("3", threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "b"}), rest[0])
 
 	_, err = c.Resume(t.Context(), id, "3")
 	var apiErr *APIError
@@ -410,7 +430,7 @@ func TestShutdownDrainsStreams(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, apiErr.StatusCode)
 
 	// The document's 503, as the generated client reads it.
-	api, err := threadsapi.NewClient(c.base.String())
+	api, err := threadsapi.NewClient(c.base.String(), Bearer(""))
 	require.NoError(t, err)
 	res, err := api.SendMessage(t.Context(), &threadsapi.SendMessageRequest{Text: "hi"}, threadsapi.SendMessageParams{ThreadID: id})
 	require.NoError(t, err)
@@ -429,7 +449,7 @@ func TestProject(t *testing.T) {
 		return event.Event{Thread: id.String(), Seq: seq, ID: fmt.Sprint("e", seq), Time: time.Now(), Payload: pl}
 	}
 	type out struct {
-		e       Event
+		e       threadsapi.StreamEvent
 		ok, end bool
 	}
 	project := func(e event.Event) out {
@@ -445,19 +465,19 @@ func TestProject(t *testing.T) {
 	assert.Equal(t, none, project(ev(3, event.MessageCompleted{MessageID: "x", Role: event.RoleAssistant, Text: "because", Purpose: event.PurposeExplanation})))
 	assert.Empty(t, p.explanations)
 	// A system message's text is agent text.
-	assert.Equal(t, out{Event{ID: "5", Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{ThreadID: id, MessageID: "s", Chunk: "Not run"}}, true, false},
+	assert.Equal(t, out{agentTextEvent("5", threadsapi.AgentTextEvent{ThreadID: id, MessageID: "s", Chunk: "Not run"}), true, false},
 		project(ev(5, event.MessageDelta{MessageID: "s", Text: "Not run"})))
 	assert.Equal(t, none, project(ev(6, event.ReasoningDelta{ReasoningID: "r", Text: "hmm"})))
 	assert.Equal(t, none, project(ev(7, event.ToolApprovalRequested{CallID: "c", Name: "bash"})))
 
 	// Pretty-printed JSON stays on one data line.
 	o := project(ev(8, event.ToolCallCompleted{CallID: "c", Name: "write_file", Arguments: json.RawMessage("{\n  \"path\": \"a\",\n  \"n\": [1,\n 2]\n}")}))
-	raw, err := o.e.Encode()
+	raw, err := EncodeEvent(o.e)
 	require.NoError(t, err)
 	assert.NotContains(t, raw.Data, "\n")
 	assert.JSONEq(t, `{"tool_call_id":"c","tool_name":"write_file","arguments":{"path":"a","n":[1,2]}}`, raw.Data)
 	o = project(ev(9, event.ToolExecCompleted{CallID: "c", Name: "write_file", Result: "{\n \"ok\": true\n}"}))
-	raw, err = o.e.Encode()
+	raw, err = EncodeEvent(o.e)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"tool_result_id":"result-c","tool_call_id":"c","result":{"ok":true}}`, raw.Data)
 
@@ -499,8 +519,12 @@ func TestProjectHistory(t *testing.T) {
 		ev("6", event.MessageCompleted{MessageID: "s", Role: event.RoleSystem, Text: "Not run"}),
 		ev("7", event.ToolApprovalRequested{CallID: "c", Name: "bash"}),
 		ev("8", event.RunCompleted{}),
+		ev("9", event.MessageCompleted{MessageID: "cut", Role: event.RoleAssistant, Text: "The answer is", Incomplete: true}),
 	})
-	require.Len(t, msgs, 2)
+	require.Len(t, msgs, 3)
+	assert.False(t, msgs[1].Content.AgentContent.Incomplete.Set, "a complete message is not marked")
+	assert.Equal(t, threadsapi.NewOptBool(true), msgs[2].Content.AgentContent.Incomplete, "an interrupted message is marked incomplete")
+	assert.Equal(t, "The answer is", msgs[2].Content.AgentContent.Text)
 	assert.Equal(t, "u", msgs[0].MessageID)
 	assert.Equal(t, "s", msgs[1].MessageID)
 	assert.Equal(t, threadsapi.MessageMessageTypeAgent, msgs[1].MessageType)
@@ -561,12 +585,13 @@ func FuzzProjectTool(f *testing.F) {
 		} {
 			e, ok, _ := p.project(event.Event{Seq: int64(seq + 1), Payload: pl})
 			require.True(t, ok)
-			raw, err := e.Encode()
+			raw, err := EncodeEvent(e)
 			require.NoError(t, err)
-			require.NotContains(t, raw.Data, "\n", "data of %s", e.Name)
+			require.NotContains(t, raw.Data, "\n", "data of %s", e.Type)
 			back, err := DecodeEvent(raw)
 			require.NoError(t, err, "DecodeEvent(%q)", raw.Data)
-			again, err := back.Encode()
+			require.Equal(t, e.Type, back.Type)
+			again, err := EncodeEvent(back)
 			require.NoError(t, err)
 			require.JSONEq(t, raw.Data, again.Data)
 		}

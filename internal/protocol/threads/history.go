@@ -10,7 +10,8 @@ import (
 //
 //   - message.user is a user message, with the user message's id;
 //   - message.completed of the assistant or the system, with text, is an
-//     agent message with the id its agent_text chunks carried; explanations
+//     agent message with the id its agent_text chunks carried (marked
+//     incomplete when its run was interrupted while it streamed); explanations
 //     of pending tool calls are left out, as the model's history leaves them
 //     out;
 //   - tool.call.completed is a tool_call message and tool.exec.completed a
@@ -34,8 +35,11 @@ func projectHistory(events []event.Event) []threadsapi.Message {
 				(p.Role != event.RoleAssistant && p.Role != event.RoleSystem) {
 				continue
 			}
-			add(e, p.MessageID, threadsapi.MessageMessageTypeAgent,
-				threadsapi.NewAgentContentMessageContent(threadsapi.AgentContent{Type: "agent", Text: p.Text}))
+			c := threadsapi.AgentContent{Type: "agent", Text: p.Text}
+			if p.Incomplete {
+				c.Incomplete = threadsapi.NewOptBool(true)
+			}
+			add(e, p.MessageID, threadsapi.MessageMessageTypeAgent, threadsapi.NewAgentContentMessageContent(c))
 		case event.ToolCallCompleted:
 			add(e, e.ID, threadsapi.MessageMessageTypeToolCall,
 				threadsapi.NewToolCallContentMessageContent(threadsapi.ToolCallContent{

@@ -32,7 +32,7 @@ func newProjector(thread uuid.UUID) *projector {
 
 // project returns the SSE event e shows as, if any, and whether e ends a
 // run (the event is then done or error).
-func (p *projector) project(e event.Event) (out Event, ok, end bool) {
+func (p *projector) project(e event.Event) (out threadsapi.StreamEvent, ok, end bool) {
 	id := seqID(e.Seq)
 	switch pl := e.Payload.(type) {
 	case event.MessageStarted:
@@ -43,20 +43,20 @@ func (p *projector) project(e event.Event) (out Event, ok, end bool) {
 		delete(p.explanations, pl.MessageID)
 	case event.MessageDelta:
 		if pl.Text == "" || p.explanations[pl.MessageID] {
-			return Event{}, false, false
+			return threadsapi.StreamEvent{}, false, false
 		}
-		return Event{ID: id, Name: EventAgentText, AgentText: &threadsapi.AgentTextEvent{
+		return agentTextEvent(id, threadsapi.AgentTextEvent{
 			ThreadID: p.thread, MessageID: pl.MessageID, Chunk: pl.Text,
-		}}, true, false
+		}), true, false
 	case event.ToolCallCompleted:
-		return Event{ID: id, Name: EventToolCall, ToolCall: &threadsapi.ToolCallEvent{
+		return toolCallEvent(id, threadsapi.ToolCallEvent{
 			ToolCallID: pl.CallID, ToolName: pl.Name, Arguments: toolArguments(pl.Arguments),
-		}}, true, false
+		}), true, false
 	case event.ToolExecCompleted:
 		resultID, result := toolResult(pl)
-		return Event{ID: id, Name: EventToolResult, ToolResult: &threadsapi.ToolResultEvent{
+		return toolResultEvent(id, threadsapi.ToolResultEvent{
 			ToolResultID: resultID, ToolCallID: pl.CallID, Result: result,
-		}}, true, false
+		}), true, false
 	case event.RunCompleted:
 		return doneEvent(e.Seq), true, true
 	case event.RunFailed:
@@ -71,18 +71,33 @@ func (p *projector) project(e event.Event) (out Event, ok, end bool) {
 		}
 		return errorEvent(e.Seq, "The run was cancelled."), true, true
 	}
-	return Event{}, false, false
+	return threadsapi.StreamEvent{}, false, false
 }
 
 // seqID is the SSE id of an event projected from the log event at seq.
 func seqID(seq int64) string { return strconv.FormatInt(seq, 10) }
 
-func doneEvent(seq int64) Event {
-	return Event{ID: seqID(seq), Name: EventDone, Done: &threadsapi.DoneEvent{}}
+// The events of a stream, with their id and their Event set as DecodeEvent
+// sets them.
+
+func agentTextEvent(id string, d threadsapi.AgentTextEvent) threadsapi.StreamEvent {
+	return threadsapi.NewAgentTextSSEStreamEvent(threadsapi.AgentTextSSE{ID: id, Event: EventAgentText, Data: d})
 }
 
-func errorEvent(seq int64, msg string) Event {
-	return Event{ID: seqID(seq), Name: EventError, Error: &threadsapi.ErrorEvent{Error: msg}}
+func toolCallEvent(id string, d threadsapi.ToolCallEvent) threadsapi.StreamEvent {
+	return threadsapi.NewToolCallSSEStreamEvent(threadsapi.ToolCallSSE{ID: id, Event: EventToolCall, Data: d})
+}
+
+func toolResultEvent(id string, d threadsapi.ToolResultEvent) threadsapi.StreamEvent {
+	return threadsapi.NewToolResultSSEStreamEvent(threadsapi.ToolResultSSE{ID: id, Event: EventToolResult, Data: d})
+}
+
+func doneEvent(seq int64) threadsapi.StreamEvent {
+	return threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: seqID(seq), Event: EventDone})
+}
+
+func errorEvent(seq int64, msg string) threadsapi.StreamEvent {
+	return threadsapi.NewErrorSSEStreamEvent(threadsapi.ErrorSSE{ID: seqID(seq), Event: EventError, Data: threadsapi.ErrorEvent{Error: msg}})
 }
 
 // toolArguments returns a call's arguments as the JSON object the document

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,17 +27,17 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/protocol/threads"
 	"github.com/agentwire/agentwire/internal/server"
+	"github.com/agentwire/agentwire/internal/server/servertest"
 )
 
 // harness is a real agentwire server on a random port, with a typed client
 // for its threads protocol.
 type harness struct {
-	t       *testing.T
-	cfg     config.Config
-	srv     *server.Server
-	base    string // http://host:port
-	client  *threads.Client
-	stopped bool
+	t      *testing.T
+	cfg    config.Config
+	srv    *servertest.Server
+	base   string // http://host:port
+	client *threads.Client
 }
 
 // testConfig is the configuration the tests start from: the main listener
@@ -44,81 +45,29 @@ type harness struct {
 // args override it (as command-line flags).
 func testConfig(t *testing.T, args ...string) config.Config {
 	t.Helper()
-	base := []string{
-		"--addr", "127.0.0.1:0",
-		"--data-dir", t.TempDir(),
-		"--workdir", t.TempDir(),
-		"--scenario", "testdata/server.yaml",
-	}
-	cfg, err := config.Parse(append(base, args...), func(string) string { return "" }, io.Discard)
-	require.NoError(t, err)
-	return cfg
+	return servertest.Config(t, append([]string{"--scenario", "testdata/server.yaml"}, args...)...)
 }
 
-// start builds and starts a server; the test shuts it down at cleanup
-// unless it does so itself, and fails if goroutines outlive it.
+// start builds and starts a server (with a 1 s heartbeat unless opts say);
+// the test shuts it down at cleanup unless it does so itself, and fails if
+// goroutines outlive it.
 func start(t *testing.T, cfg config.Config, opts server.Options) *harness {
 	t.Helper()
-	checkGoroutines(t)
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = time.Second
 	}
-	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(context.Background(), cfg, log, opts)
-	require.NoError(t, err)
-	h := &harness{t: t, cfg: cfg, srv: srv}
-	if err := srv.Start(); err != nil {
-		_ = srv.Shutdown(context.Background())
-		t.Fatal(err)
-	}
-	h.base = "http://" + srv.Addr("main")
+	h := &harness{t: t, cfg: cfg, srv: servertest.Start(t, cfg, servertest.Options{Server: opts})}
+	h.base = "http://" + h.srv.Addr("main")
+	var err error
 	h.client, err = threads.NewClient(h.base, nil)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		if !h.stopped {
-			h.shutdown()
-		}
-	})
 	return h
 }
 
-func (h *harness) shutdown() {
-	h.t.Helper()
-	h.stopped = true
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(h.t, h.srv.Shutdown(ctx))
-}
-
-// checkGoroutines fails the test if, once every cleanup registered after
-// it has run, more goroutines run than when it was called. Connections the
-// clients keep take a moment to see the server close them.
-func checkGoroutines(t *testing.T) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for runtime.NumGoroutine() > before {
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("goroutines: %d before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-}
-
-// testLog writes the server's log into the test's output.
-type testLog struct{ t *testing.T }
-
-func (w testLog) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
+func (h *harness) shutdown() { h.srv.Stop() }
 
 // send posts text to the thread and reads the stream to its end.
-func (h *harness) send(thread uuid.UUID, text string) []threads.Event {
+func (h *harness) send(thread uuid.UUID, text string) []threadsapi.StreamEvent {
 	h.t.Helper()
 	s, err := h.client.SendMessage(h.t.Context(), thread, text)
 	require.NoError(h.t, err)
@@ -136,9 +85,9 @@ func (h *harness) history(thread uuid.UUID) []threadsapi.Message {
 }
 
 // readAll reads a stream until it ends, failing the test on any error.
-func readAll(t *testing.T, s *threads.Stream) []threads.Event {
+func readAll(t *testing.T, s *threads.Stream) []threadsapi.StreamEvent {
 	t.Helper()
-	var got []threads.Event
+	var got []threadsapi.StreamEvent
 	for {
 		e, err := s.Next(t.Context())
 		if errors.Is(err, io.EOF) {
@@ -150,9 +99,9 @@ func readAll(t *testing.T, s *threads.Stream) []threads.Event {
 }
 
 // readN reads n events.
-func readN(t *testing.T, s *threads.Stream, n int) []threads.Event {
+func readN(t *testing.T, s *threads.Stream, n int) []threadsapi.StreamEvent {
 	t.Helper()
-	got := make([]threads.Event, 0, n)
+	got := make([]threadsapi.StreamEvent, 0, n)
 	for range n {
 		e, err := s.Next(t.Context())
 		require.NoError(t, err)
@@ -163,13 +112,13 @@ func readN(t *testing.T, s *threads.Stream, n int) []threads.Event {
 
 // shape is the stream's event names with runs of agent_text collapsed, to
 // compare a stream's structure: "agent_text tool_call tool_result done".
-func shape(events []threads.Event) string {
+func shape(events []threadsapi.StreamEvent) string {
 	var names []string
 	for _, e := range events {
-		if n := len(names); n > 0 && e.Name == threads.EventAgentText && names[n-1] == e.Name {
+		if n := len(names); n > 0 && string(e.Type) == threads.EventAgentText && names[n-1] == string(e.Type) {
 			continue
 		}
-		names = append(names, e.Name)
+		names = append(names, string(e.Type))
 	}
 	return strings.Join(names, " ")
 }
@@ -177,33 +126,33 @@ func shape(events []threads.Event) string {
 // checkIDs checks that every event carries an id, a seq, and that the ids
 // increase along the stream (the projection makes at most one SSE event of
 // a log event, so they strictly increase).
-func checkIDs(t *testing.T, events []threads.Event) {
+func checkIDs(t *testing.T, events []threadsapi.StreamEvent) {
 	t.Helper()
 	prev := int64(0)
 	for i, e := range events {
-		seq, err := strconv.ParseInt(e.ID, 10, 64)
-		require.NoError(t, err, "event %d (%s) id %q", i, e.Name, e.ID)
-		require.Greater(t, seq, prev, "event %d (%s): ids must increase", i, e.Name)
+		seq, err := strconv.ParseInt(threads.EventID(e), 10, 64)
+		require.NoError(t, err, "event %d (%s) id %q", i, string(e.Type), threads.EventID(e))
+		require.Greater(t, seq, prev, "event %d (%s): ids must increase", i, string(e.Type))
 		prev = seq
 	}
 }
 
 // agentTexts joins each agent message's chunks, in the order the messages
 // began, checking that every chunk names the thread.
-func agentTexts(t *testing.T, thread uuid.UUID, events []threads.Event) (ids []string, texts map[string]string) {
+func agentTexts(t *testing.T, thread uuid.UUID, events []threadsapi.StreamEvent) (ids []string, texts map[string]string) {
 	t.Helper()
 	texts = map[string]string{}
 	for _, e := range events {
-		if e.Name != threads.EventAgentText {
+		if string(e.Type) != threads.EventAgentText {
 			continue
 		}
-		require.Equal(t, thread, e.AgentText.ThreadID, "agent_text of another thread")
-		id := e.AgentText.MessageID
+		require.Equal(t, thread, e.AgentTextSSE.Data.ThreadID, "agent_text of another thread")
+		id := e.AgentTextSSE.Data.MessageID
 		require.NotEmpty(t, id)
 		if _, ok := texts[id]; !ok {
 			ids = append(ids, id)
 		}
-		texts[id] += e.AgentText.Chunk
+		texts[id] += e.AgentTextSSE.Data.Chunk
 	}
 	return ids, texts
 }
@@ -248,11 +197,11 @@ func TestSendMessageDefaultScenario(t *testing.T) {
 	var call *threadsapi.ToolCallEvent
 	var result *threadsapi.ToolResultEvent
 	for _, e := range events {
-		switch e.Name {
+		switch string(e.Type) {
 		case threads.EventToolCall:
-			call = e.ToolCall
+			call = &e.ToolCallSSE.Data
 		case threads.EventToolResult:
-			result = e.ToolResult
+			result = &e.ToolResultSSE.Data
 		}
 	}
 	assert.Equal(t, "ls", call.ToolName)
@@ -295,7 +244,7 @@ func TestSendMessageDefaultScenario(t *testing.T) {
 // document's own decoders.
 func TestGeneratedClient(t *testing.T) {
 	h := start(t, testConfig(t), server.Options{})
-	api, err := threadsapi.NewClient(h.base)
+	api, err := threadsapi.NewClient(h.base, threads.Bearer(""))
 	require.NoError(t, err)
 	thread := uuid.New()
 
@@ -403,11 +352,11 @@ func TestBadRequests(t *testing.T) {
 		{"GET: unknown thread", "GET", path, "", "", [2]string{}, 404, "thread not found"},
 		{"POST: id not a UUID", "POST", "/api/v1/threads/123", "application/json", `{"text":"hi"}`, [2]string{}, 400, "must be a UUID"},
 		{"POST: no text", "POST", path, "application/json", `{}`, [2]string{}, 400, "invalid request body: /text: is required"},
-		{"POST: text a number", "POST", path, "application/json", `{"text":42}`, [2]string{}, 400, "/text: must be string, got number"},
-		{"POST: empty text", "POST", path, "application/json", `{"text":""}`, [2]string{}, 400, "/text: must not be empty"},
+		{"POST: text a number", "POST", path, "application/json", `{"text":42}`, [2]string{}, 400, "invalid request body: /text: must be string"},
+		{"POST: empty text", "POST", path, "application/json", `{"text":""}`, [2]string{}, 400, "invalid request body: /text: must be at least 1 characters"},
 		{"POST: not JSON", "POST", path, "application/json", `hello`, [2]string{}, 400, "invalid request body: invalid JSON"},
 		{"POST: empty body", "POST", path, "application/json", ``, [2]string{}, 400, "invalid request body: invalid JSON"},
-		{"POST: array", "POST", path, "application/json", `["hi"]`, [2]string{}, 400, "must be object, got array"},
+		{"POST: array", "POST", path, "application/json", `["hi"]`, [2]string{}, 400, "invalid request body: must be object"},
 		{"POST: too large", "POST", path, "application/json", huge, [2]string{}, 400, "exceeds 1048576 bytes"},
 		{"POST: text/plain", "POST", path, "text/plain", `{"text":"hi"}`, [2]string{}, 400, `Content-Type must be application/json, got "text/plain"`},
 		{"POST: no Content-Type", "POST", path, "", `{"text":"hi"}`, [2]string{}, 400, "Content-Type must be application/json"},
@@ -497,14 +446,14 @@ func TestToolResults(t *testing.T) {
 		thread := uuid.New()
 		events := h.send(thread, "what is the weather?")
 		require.Equal(t, "agent_text tool_call tool_result agent_text done", shape(events))
-		var r threads.Event
+		var r threadsapi.StreamEvent
 		for _, e := range events {
-			if e.Name == threads.EventToolResult {
+			if string(e.Type) == threads.EventToolResult {
 				r = e
 			}
 		}
-		assert.True(t, strings.HasPrefix(r.ToolResult.ToolResultID, "result-"))
-		jsonEq(t, `{"temperature":72,"condition":"sunny"}`, r.ToolResult.Result)
+		assert.True(t, strings.HasPrefix(r.ToolResultSSE.Data.ToolResultID, "result-"))
+		jsonEq(t, `{"temperature":72,"condition":"sunny"}`, r.ToolResultSSE.Data.Result)
 		msgs := h.history(thread)
 		require.Len(t, msgs, 5)
 		jsonEq(t, `{"temperature":72,"condition":"sunny"}`, msgs[3].Content.ToolResultContent.Result)
@@ -518,14 +467,14 @@ func TestToolResults(t *testing.T) {
 		var order []string
 		results := map[string]*threadsapi.ToolResultEvent{}
 		for _, e := range events {
-			switch e.Name {
+			switch string(e.Type) {
 			case threads.EventToolCall:
-				calls[e.ToolCall.ToolCallID] = e.ToolCall
-				order = append(order, e.ToolCall.ToolCallID)
+				calls[e.ToolCallSSE.Data.ToolCallID] = &e.ToolCallSSE.Data
+				order = append(order, e.ToolCallSSE.Data.ToolCallID)
 			case threads.EventToolResult:
-				_, called := calls[e.ToolResult.ToolCallID]
+				_, called := calls[e.ToolResultSSE.Data.ToolCallID]
 				require.True(t, called, "result before its call")
-				results[e.ToolResult.ToolCallID] = e.ToolResult
+				results[e.ToolResultSSE.Data.ToolCallID] = &e.ToolResultSSE.Data
 			}
 		}
 		require.Len(t, order, 4)
@@ -540,7 +489,7 @@ func TestToolResults(t *testing.T) {
 			assert.NotEmpty(t, field[string](t, r.Result, "error"), "call %d", i)
 			assert.Len(t, r.Result, 2, "call %d: result %v", i, r.Result)
 		}
-		assert.Equal(t, threads.EventDone, events[len(events)-1].Name)
+		assert.Equal(t, threads.EventDone, string(events[len(events)-1].Type))
 
 		// The history holds the same calls and results.
 		var histCalls, histResults int
@@ -582,8 +531,8 @@ func TestCallNeedingApproval(t *testing.T) {
 	assert.Contains(t, texts[ids[1]], "needs approval")
 	var result *threadsapi.ToolResultEvent
 	for _, e := range events {
-		if e.Name == threads.EventToolResult {
-			result = e.ToolResult
+		if string(e.Type) == threads.EventToolResult {
+			result = &e.ToolResultSSE.Data
 		}
 	}
 	assert.True(t, strings.HasPrefix(result.ToolResultID, "error-"), result.ToolResultID)
@@ -610,11 +559,11 @@ func TestRunFailure(t *testing.T) {
 	require.Equal(t, "agent_text error", shape(events))
 	checkIDs(t, events)
 	last := events[len(events)-1]
-	assert.Contains(t, last.Error.Error, "failed on purpose")
+	assert.Contains(t, last.ErrorSSE.Data.Error, "failed on purpose")
 	assert.Equal(t, "break, please", h.history(thread)[0].Content.UserContent.Text)
 
 	// Resuming after the error reports the same end.
-	s, err := h.client.Resume(t.Context(), thread, events[0].ID)
+	s, err := h.client.Resume(t.Context(), thread, threads.EventID(events[0]))
 	require.NoError(t, err)
 	defer s.Close()
 	resumed := readAll(t, s)
@@ -630,10 +579,9 @@ func TestShutdownCancelsRun(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	first := readN(t, s, 1)
-	require.Equal(t, threads.EventAgentText, first[0].Name)
+	require.Equal(t, threads.EventAgentText, string(first[0].Type))
 
 	done := make(chan error, 1)
-	h.stopped = true
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -642,8 +590,8 @@ func TestShutdownCancelsRun(t *testing.T) {
 	rest := readAll(t, s)
 	require.NotEmpty(t, rest)
 	last := rest[len(rest)-1]
-	require.Equal(t, threads.EventError, last.Name)
-	assert.Equal(t, "The run was cancelled.", last.Error.Error)
+	require.Equal(t, threads.EventError, string(last.Type))
+	assert.Equal(t, "The run was cancelled.", last.ErrorSSE.Data.Error)
 	require.NoError(t, <-done)
 }
 
@@ -684,7 +632,7 @@ func TestReconnectAndResume(t *testing.T) {
 	require.NoError(t, err)
 	got := readN(t, s, 3)
 	last := s.LastEventID()
-	require.Equal(t, got[2].ID, last)
+	require.Equal(t, threads.EventID(got[2]), last)
 	cancel() // the connection drops
 
 	r, err := h.client.Resume(t.Context(), thread, last)
@@ -712,7 +660,7 @@ func TestReconnectAndResume(t *testing.T) {
 	require.Equal(t, got, readAll(t, replay))
 
 	// Resuming after the end answers done at once, with the same id.
-	again, err := h.client.Resume(t.Context(), thread, got[len(got)-1].ID)
+	again, err := h.client.Resume(t.Context(), thread, threads.EventID(got[len(got)-1]))
 	require.NoError(t, err)
 	defer again.Close()
 	end := readAll(t, again)
@@ -739,7 +687,7 @@ func TestResumeFollowsLiveRun(t *testing.T) {
 	watcher, err := h.client.Resume(t.Context(), thread, "")
 	require.NoError(t, err)
 	defer watcher.Close()
-	var watched []threads.Event
+	var watched []threadsapi.StreamEvent
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
@@ -776,8 +724,8 @@ func TestQueuedMessageStreamsItsOwnRun(t *testing.T) {
 
 	rest := append(firstSlow, readAll(t, slow)...)
 	require.Equal(t, "agent_text tool_call tool_result agent_text done", shape(rest))
-	lastSlow, _ := strconv.Atoi(rest[len(rest)-1].ID)
-	firstQueued, _ := strconv.Atoi(queued[0].ID)
+	lastSlow, _ := strconv.Atoi(threads.EventID(rest[len(rest)-1]))
+	firstQueued, _ := strconv.Atoi(threads.EventID(queued[0]))
 	assert.Greater(t, firstQueued, lastSlow, "the queued run began after the first ended")
 
 	var users []string
@@ -809,7 +757,7 @@ func TestRestartBetweenTurns(t *testing.T) {
 
 	turn2 := h2.send(thread, "echo two")
 	require.Equal(t, "agent_text done", shape(turn2))
-	checkIDs(t, append(append([]threads.Event(nil), turn1...), turn2...))
+	checkIDs(t, append(append([]threadsapi.StreamEvent(nil), turn1...), turn2...))
 	hist2 := h2.history(thread)
 	require.Len(t, hist2, 4)
 	require.Equal(t, hist1, hist2[:2])
@@ -823,7 +771,7 @@ func TestConcurrentSessions(t *testing.T) {
 	h := start(t, testConfig(t), server.Options{})
 	const n = 50
 	ids := make([]uuid.UUID, n)
-	streams := make([][]threads.Event, n)
+	streams := make([][]threadsapi.StreamEvent, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -864,4 +812,208 @@ func TestConcurrentSessions(t *testing.T) {
 		require.Equal(t, want, msgs[0].Content.UserContent.Text)
 		require.Equal(t, "You said: "+want, msgs[1].Content.AgentContent.Text)
 	}
+}
+
+// TestManyWatchersSeeTheSameEvents: streams of one thread share each
+// event's encoding; every one of them still gets every event, in order,
+// exactly as the stream that posted the message.
+func TestManyWatchersSeeTheSameEvents(t *testing.T) {
+	h := start(t, testConfig(t), server.Options{})
+	thread := uuid.New()
+	s, err := h.client.SendMessage(t.Context(), thread, "speak slowly")
+	require.NoError(t, err)
+	defer s.Close()
+	first := readN(t, s, 1)
+
+	const watchers = 8
+	watched := make([][]threadsapi.StreamEvent, watchers)
+	var wg sync.WaitGroup
+	for i := range watchers {
+		w, err := h.client.Resume(t.Context(), thread, "")
+		require.NoError(t, err)
+		defer w.Close()
+		wg.Go(func() {
+			for {
+				e, err := w.Next(t.Context())
+				if err != nil {
+					assert.ErrorIs(t, err, io.EOF)
+					return
+				}
+				watched[i] = append(watched[i], e)
+			}
+		})
+	}
+	posted := append(first, readAll(t, s)...)
+	wg.Wait()
+	for i := range watchers {
+		require.Equal(t, posted, watched[i], "watcher %d", i)
+	}
+}
+
+// TestSlowWatcherHoldsNobodyUp: one subscriber of a thread stops reading
+// while a run streams 8 MiB of text in 4 KiB chunks (the subscribers
+// join as it begins), far more than the
+// kernel buffers between it and the server hold (its receive buffer is
+// fixed at 4 KiB; tcp_wmem's maximum is 4 MiB here). The poster and three
+// other subscribers receive the whole run meanwhile, all the same events.
+// Then the slow one reads, resuming from its last id whenever the server
+// gave up on it, and gets the same events too, each once.
+func TestSlowWatcherHoldsNobodyUp(t *testing.T) {
+	h := start(t, testConfig(t), server.Options{})
+	thread := uuid.New()
+	before := h.send(thread, "echo first")
+	from := threads.EventID(before[len(before)-1])
+
+	// The first connection has the small buffer; those it resumes on
+	// later (when the server gave up on it meanwhile) read at full speed.
+	var d net.Dialer
+	var mu sync.Mutex
+	var slowConn *net.TCPConn
+	slowClient, err := threads.NewClient(h.base, &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if slowConn != nil {
+				return c, nil
+			}
+			slowConn = c.(*net.TCPConn)
+			return c, slowConn.SetReadBuffer(4 << 10)
+		},
+	}})
+	require.NoError(t, err)
+	// The subscribers join once the run has begun: a stream opened
+	// after the thread's last run ended replays that end and closes.
+	s, err := h.client.SendMessage(t.Context(), thread, "flood please")
+	require.NoError(t, err)
+	defer s.Close()
+	slow, err := slowClient.Resume(t.Context(), thread, from)
+	require.NoError(t, err)
+	defer slow.Close()
+
+	const watchers = 3
+	watched := make([][]threadsapi.StreamEvent, watchers)
+	var wg sync.WaitGroup
+	for i := range watchers {
+		w, err := h.client.Resume(t.Context(), thread, from)
+		require.NoError(t, err)
+		defer w.Close()
+		wg.Go(func() {
+			for {
+				e, err := w.Next(t.Context())
+				if err != nil {
+					assert.ErrorIs(t, err, io.EOF, "watcher %d", i)
+					return
+				}
+				watched[i] = append(watched[i], e)
+			}
+		})
+	}
+	posted := readAll(t, s)
+	wg.Wait()
+	require.Equal(t, threads.EventDone, string(posted[len(posted)-1].Type))
+	var text int
+	for _, e := range posted {
+		if string(e.Type) == threads.EventAgentText {
+			text += len(e.AgentTextSSE.Data.Chunk)
+		}
+	}
+	require.Equal(t, 8<<20+len("Flooded."), text, "the whole flood reached the poster")
+	require.Equal(t, posted, watched[0][len(watched[0])-len(posted):], "the poster saw the run as the watchers did")
+	for i := range watchers {
+		require.Equal(t, watched[0], watched[i], "watcher %d", i)
+	}
+
+	// Only now does the slow subscriber read, as fast as it can.
+	t.Logf("the others have the run (%d events); the slow subscriber reads", len(posted))
+	mu.Lock()
+	_ = slowConn.SetReadBuffer(4 << 20)
+	mu.Unlock()
+	var got []threadsapi.StreamEvent
+	for resumes := 0; ; resumes++ {
+		require.Less(t, resumes, 100, "the slow subscriber keeps being cut off")
+		for {
+			e, err := slow.Next(t.Context())
+			if err != nil {
+				break
+			}
+			got = append(got, e)
+		}
+		if n := len(got); n > 0 && string(got[n-1].Type) == threads.EventDone {
+			break
+		}
+		slow.Close()
+		last := from
+		if len(got) > 0 {
+			last = threads.EventID(got[len(got)-1])
+		}
+		slow, err = slowClient.Resume(t.Context(), thread, last)
+		require.NoError(t, err)
+	}
+	require.Equal(t, watched[0], got, "the slow subscriber got every event once")
+}
+
+// TestResumeAtRandomPositions: a client loses its stream 200 times at
+// random points of a reply streamed word by word, resuming each time with
+// the last id it got. What it received, in order, is what a client that
+// never lost its stream received: the reply's text exactly, no chunk twice,
+// none missing.
+func TestResumeAtRandomPositions(t *testing.T) {
+	h := start(t, testConfig(t), server.Options{})
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	thread := uuid.New()
+
+	s, err := h.client.SendMessage(t.Context(), thread, "many words please")
+	require.NoError(t, err)
+	// A watcher that never loses its stream: what the resuming client
+	// must end up with.
+	whole, err := h.client.Resume(t.Context(), thread, "")
+	require.NoError(t, err)
+	defer whole.Close()
+
+	var got []threadsapi.StreamEvent
+	read := func(s *threads.Stream, n int) bool {
+		for range n {
+			e, err := s.Next(t.Context())
+			if errors.Is(err, io.EOF) {
+				return true
+			}
+			require.NoError(t, err)
+			got = append(got, e)
+		}
+		return false
+	}
+	ended := read(s, 1+rng.IntN(4))
+	s.Close()
+	resumes := 0
+	for ; !ended; resumes++ {
+		n := 1 + rng.IntN(4)
+		if resumes == 200 {
+			n = math.MaxInt // enough: read to the end
+		}
+		r, err := h.client.Resume(t.Context(), thread, threads.EventID(got[len(got)-1]))
+		require.NoError(t, err)
+		ended = read(r, n)
+		r.Close()
+	}
+	require.Greater(t, resumes, 200, "the reply (1,000 words) outlasts 200 resumes of at most 4 events")
+	want := readAll(t, whole)
+	checkIDs(t, got)
+	require.Equal(t, want, got)
+	var text strings.Builder
+	for _, e := range got {
+		if string(e.Type) == threads.EventAgentText {
+			text.WriteString(e.AgentTextSSE.Data.Chunk)
+		}
+	}
+	var words strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&words, "w%d ", i)
+	}
+	assert.Equal(t, words.String(), text.String())
 }

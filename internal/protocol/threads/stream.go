@@ -1,17 +1,17 @@
 package threads
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/agentwire/agentwire/generated/threadsapi"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
-	"github.com/agentwire/agentwire/internal/thread"
 )
 
 // view is what a stream shows of its thread: the POST stream shows one run,
@@ -19,11 +19,11 @@ import (
 type view interface {
 	// show returns the SSE event a log event shows as, if any, and whether
 	// the stream ends after it.
-	show(e event.Event) (out Event, ok, end bool)
+	show(e event.Event) (out threadsapi.StreamEvent, ok, end bool)
 	// quiet returns the event that ends the stream when it has delivered
 	// every committed event (the last at seq) and the thread has no active
 	// run, so that nothing more will come.
-	quiet(seq int64) Event
+	quiet(seq int64) threadsapi.StreamEvent
 }
 
 // runView is a POST stream: the events of the run that the posted message
@@ -34,15 +34,15 @@ type runView struct {
 	seen bool // an event of the run was delivered
 }
 
-func (v *runView) show(e event.Event) (Event, bool, bool) {
+func (v *runView) show(e event.Event) (threadsapi.StreamEvent, bool, bool) {
 	if e.Run != v.run {
-		return Event{}, false, false
+		return threadsapi.StreamEvent{}, false, false
 	}
 	v.seen = true
 	return v.proj.project(e)
 }
 
-func (v *runView) quiet(seq int64) Event {
+func (v *runView) quiet(seq int64) threadsapi.StreamEvent {
 	if !v.seen {
 		// A queued message whose turn never came: the run before it was
 		// cancelled, which drops the queue, or the server is stopping.
@@ -57,9 +57,11 @@ func (v *runView) quiet(seq int64) Event {
 // end, or done at once when nothing is going on.
 type threadView struct{ proj *projector }
 
-func (v *threadView) show(e event.Event) (Event, bool, bool) { return v.proj.project(e) }
+func (v *threadView) show(e event.Event) (threadsapi.StreamEvent, bool, bool) {
+	return v.proj.project(e)
+}
 
-func (v *threadView) quiet(seq int64) Event { return doneEvent(seq) }
+func (v *threadView) quiet(seq int64) threadsapi.StreamEvent { return doneEvent(seq) }
 
 // stream is one open text/event-stream response. Only its handler's
 // goroutine uses it.
@@ -73,11 +75,11 @@ type stream struct {
 }
 
 // stream answers 200 and streams what v shows of the thread's events from
-// feed, a subscription after seq after, until v ends it, the client goes
-// away, or Shutdown. When quietAt is not negative, the stream checks
+// f, which follows the thread after seq after, until v ends it, the client
+// goes away, or Shutdown. When quietAt is not negative, the stream checks
 // whether the thread is quiet (see view.quiet) as soon as it has delivered
 // seq quietAt; it checks again whenever it has been idle for a heartbeat.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, feed protocol.Feed, after, quietAt int64, v view) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f *protocol.Follower, after, quietAt int64, v view) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
@@ -90,6 +92,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f
 	// The connection may carry another request after this one; it must
 	// not inherit the stream's last write deadline.
 	defer s.rc.SetWriteDeadline(time.Time{})
+	// A request body's read deadline (the server's --body-timeout) must
+	// not end a stream that outlives it: the body has been read by now.
+	_ = s.rc.SetReadDeadline(time.Time{})
 
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
@@ -98,14 +103,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f
 	w.WriteHeader(http.StatusOK)
 	s.deadline()
 	if err := s.flush(); err != nil {
-		feed.Close()
+		f.Close()
 		return
 	}
-	s.run(ctx, feed, v, quietAt)
+	s.run(ctx, f, v, quietAt)
 }
 
-func (s *stream) run(ctx context.Context, feed protocol.Feed, v view, quietAt int64) {
-	defer func() { feed.Close() }()
+func (s *stream) run(ctx context.Context, f *protocol.Follower, v view, quietAt int64) {
+	defer f.Close()
 	stopping := s.h.stopping
 	drainTo := int64(-1) // once stopping: the log's last seq to deliver before ending
 	for {
@@ -135,19 +140,22 @@ func (s *stream) run(ctx context.Context, feed protocol.Feed, v view, quietAt in
 			if s.endIfQuiet(ctx, v) {
 				return
 			}
-		case e, ok := <-feed.Events():
+		case e, ok := <-f.Events():
 			if !ok {
-				next := s.resubscribe(ctx, feed)
-				if next == nil {
+				// Resubscribes after the last event taken when the stream
+				// fell behind; anything else ends it.
+				if err := f.Resume(ctx); err != nil {
+					if ctx.Err() == nil {
+						s.fail("follow the thread", err)
+					}
 					return
 				}
-				feed = next
 				continue
 			}
 			s.delivered = e.Seq
 			out, show, end := v.show(e)
 			if show {
-				if err := s.send(out); err != nil {
+				if err := s.sendShared(e.ID, out); err != nil {
 					return
 				}
 			}
@@ -162,9 +170,16 @@ func (s *stream) run(ctx context.Context, feed protocol.Feed, v view, quietAt in
 // run and the stream has delivered its last event. It reports whether the
 // stream ended.
 func (s *stream) endIfQuiet(ctx context.Context, v view) bool {
-	// Active first: a run that starts after this check commits its first
-	// event before LastSeq below can miss it.
-	if s.h.core.Active(s.thread) != "" {
+	// Active first: a run that starts after this check claims the thread,
+	// and commits its first event, before LastSeq below can miss it.
+	active, err := s.h.core.Active(ctx, s.thread)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.fail("read the thread's active run", err)
+		}
+		return true
+	}
+	if active != "" {
 		return false
 	}
 	last, err := s.h.core.LastSeq(ctx, s.thread)
@@ -181,31 +196,6 @@ func (s *stream) endIfQuiet(ctx context.Context, v view) bool {
 	return true
 }
 
-// resubscribe replaces a feed that ended. A feed ended for falling behind
-// (thread.ErrSlowConsumer) resumes after the last event delivered; any
-// other end is a failure, reported with an error event. It returns nil
-// when the stream ends.
-func (s *stream) resubscribe(ctx context.Context, feed protocol.Feed) protocol.Feed {
-	err := feed.Err()
-	feed.Close()
-	if ctx.Err() != nil {
-		return nil
-	}
-	if errors.Is(err, thread.ErrSlowConsumer) {
-		next, serr := s.h.core.Subscribe(ctx, s.thread, s.delivered)
-		if serr == nil {
-			s.h.log.Info("threads: stream fell behind; resubscribed", "thread", s.thread, "after", s.delivered)
-			return next
-		}
-		err = serr
-	}
-	if err == nil {
-		err = errors.New("the feed ended")
-	}
-	s.fail("follow the thread", err)
-	return nil
-}
-
 // fail logs why the stream cannot go on and tells the client with an
 // error event whose id is the last event delivered, so that resuming from
 // it loses nothing.
@@ -214,13 +204,38 @@ func (s *stream) fail(what string, err error) {
 	_ = s.send(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received."))
 }
 
+// sendShared sends what the log event with id id shows as, encoding it
+// only when no other stream has.
+func (s *stream) sendShared(id string, e threadsapi.StreamEvent) error {
+	if raw, ok := s.h.shared.get(id); ok {
+		return s.write(raw)
+	}
+	raw, err := EncodeEvent(e)
+	if err != nil {
+		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
+		return nil
+	}
+	s.h.shared.put(id, raw)
+	return s.write(raw)
+}
+
 // send writes one event and flushes it. An event that does not match the
 // document is logged and skipped rather than sent.
-func (s *stream) send(e Event) error {
-	raw, err := e.Encode()
+func (s *stream) send(e threadsapi.StreamEvent) error {
+	raw, err := EncodeEvent(e)
 	if err != nil {
-		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", e.ID, "err", err)
+		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
 		return nil
+	}
+	return s.write(raw)
+}
+
+// write writes one encoded event and flushes it.
+func (s *stream) write(raw sse.Event) error {
+	if s.h.verify != nil {
+		var b bytes.Buffer
+		_ = sse.NewWriter(&b).Event(raw)
+		s.h.verify(b.Bytes())
 	}
 	s.deadline()
 	if err := s.sw.Event(raw); err != nil {

@@ -1,32 +1,30 @@
 // Package threads is agentwire's adapter for the REST + Server-Sent Events
 // "threads" protocol (schemas/openapi/threads.yaml): the server (Handler),
 // which projects a thread's canonical events onto the protocol's history
-// and streams, the decoders and the encoder of its wire messages, built on
-// the types ogen generates in generated/threadsapi, and a typed client for
+// and streams, the decoders and the encoders of its wire messages, built on
+// the types ogen generates in generated/threadsapi and the validators
+// asyncapigen generates in generated/threadsschema, and a typed client for
 // its streams.
 package threads
 
 import (
-	"errors"
 	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-faster/jx"
-	"github.com/ogen-go/ogen/validate"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/wire"
 )
 
 // MaxBodyBytes is the largest JSON document the decoders accept: a request
 // body, a response body, or one event's data.
-const MaxBodyBytes = 1 << 20
+const MaxBodyBytes = wire.MaxFrameBytes
 
-// The event names of a thread stream (the SSE event field).
+// The event names of a thread stream (the SSE event field), which are
+// also the values of threadsapi.StreamEventType.
 const (
 	EventAgentText  = "agent_text"
 	EventToolCall   = "tool_call"
@@ -35,87 +33,142 @@ const (
 	EventError      = "error"
 )
 
-// Event is one event of a thread stream with its data decoded and
-// validated. The payload field that Name selects is set; the others are nil.
-type Event struct {
-	// ID is the SSE id: the thread's event sequence number in decimal, to be
-	// sent as Last-Event-ID when resuming. It is "" if the server sent none
-	// (the original threads server did not).
-	ID   string
-	Name string
-
-	AgentText  *threadsapi.AgentTextEvent
-	ToolCall   *threadsapi.ToolCallEvent
-	ToolResult *threadsapi.ToolResultEvent
-	Done       *threadsapi.DoneEvent
-	Error      *threadsapi.ErrorEvent
-}
+// A thread stream's events are threadsapi.StreamEvent values, the sum type
+// ogen generates for the document's StreamEvent: Type selects the variant
+// (AgentTextSSE, ToolCallSSE, ToolResultSSE, DoneSSE, ErrorSSE), whose ID
+// is the SSE id, Event the SSE event name and Data the decoded data.
 
 // DecodeEvent decodes and validates the data of a Server-Sent Event of a
-// thread stream according to its name. An event whose name the document
-// does not define is an error at path "" whose reason starts with
-// "unknown event"; streams skip such events.
-func DecodeEvent(e sse.Event) (Event, error) {
-	out := Event{ID: e.ID, Name: e.Type}
-	data := []byte(e.Data)
-	var err error
+// thread stream according to its name, and returns the event with the
+// variant that name selects: its ID and Event are the SSE event's, Retry
+// is set when the SSE event carried one. Errors are *wire.Error values
+// whose Message is the event name and whose path is a JSON Pointer into
+// the data. An event whose name the document does not define is a
+// wire.KindUnknownType error at path "" (reason `unknown event "<name>"`);
+// streams skip such events.
+func DecodeEvent(e sse.Event) (threadsapi.StreamEvent, error) {
+	var (
+		out   threadsapi.StreamEvent
+		err   error
+		retry = retryOf(e)
+	)
 	switch e.Type {
 	case EventAgentText:
-		out.AgentText, err = decode[threadsapi.AgentTextEvent](data)
+		var d *threadsapi.AgentTextEvent
+		if d, err = decodeData[threadsapi.AgentTextEvent](e, threadsschema.ValidateAgentTextEvent); err == nil {
+			out = threadsapi.NewAgentTextSSEStreamEvent(threadsapi.AgentTextSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
+		}
 	case EventToolCall:
-		out.ToolCall, err = decode[threadsapi.ToolCallEvent](data)
+		var d *threadsapi.ToolCallEvent
+		if d, err = decodeData[threadsapi.ToolCallEvent](e, threadsschema.ValidateToolCallEvent); err == nil {
+			out = threadsapi.NewToolCallSSEStreamEvent(threadsapi.ToolCallSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
+		}
 	case EventToolResult:
-		out.ToolResult, err = decode[threadsapi.ToolResultEvent](data)
+		var d *threadsapi.ToolResultEvent
+		if d, err = decodeData[threadsapi.ToolResultEvent](e, threadsschema.ValidateToolResultEvent); err == nil {
+			out = threadsapi.NewToolResultSSEStreamEvent(threadsapi.ToolResultSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
+		}
 	case EventDone:
-		out.Done, err = decode[threadsapi.DoneEvent](data)
+		var d *threadsapi.DoneEvent
+		if d, err = decodeData[threadsapi.DoneEvent](e, threadsschema.ValidateDoneEvent); err == nil {
+			out = threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
+		}
 	case EventError:
-		out.Error, err = decode[threadsapi.ErrorEvent](data)
+		var d *threadsapi.ErrorEvent
+		if d, err = decodeData[threadsapi.ErrorEvent](e, threadsschema.ValidateErrorEvent); err == nil {
+			out = threadsapi.NewErrorSSEStreamEvent(threadsapi.ErrorSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
+		}
 	default:
-		return Event{}, &wire.Error{Reason: fmt.Sprintf("unknown event %q", e.Type)}
+		return threadsapi.StreamEvent{}, &wire.Error{Kind: wire.KindUnknownType, Message: e.Type, Reason: fmt.Sprintf("unknown event %q", e.Type)}
 	}
 	if err != nil {
-		return Event{}, err
+		return threadsapi.StreamEvent{}, err
 	}
 	return out, nil
 }
 
-// Encode returns the Server-Sent Event that carries e: its id, its name and
-// its data as one line of JSON. It fails when the payload that e.Name
-// selects is missing or does not validate, so that a server never sends an
-// event its clients would reject.
-func (e Event) Encode() (sse.Event, error) {
-	var (
-		v  encoder
-		ok bool
-	)
-	switch e.Name {
-	case EventAgentText:
-		v, ok = e.AgentText, e.AgentText != nil
-	case EventToolCall:
-		v, ok = e.ToolCall, e.ToolCall != nil
-	case EventToolResult:
-		v, ok = e.ToolResult, e.ToolResult != nil
-	case EventDone:
-		v, ok = e.Done, e.Done != nil
-	case EventError:
-		v, ok = e.Error, e.Error != nil
-	default:
-		return sse.Event{}, fmt.Errorf("threads: unknown event %q", e.Name)
-	}
-	if !ok {
-		return sse.Event{}, fmt.Errorf("threads: %s event without its data", e.Name)
-	}
-	if val, can := v.(interface{ Validate() error }); can {
-		if err := val.Validate(); err != nil {
-			return sse.Event{}, fmt.Errorf("threads: %s event: %w", e.Name, toWireError(err))
-		}
-	}
-	var enc jx.Encoder
-	v.Encode(&enc)
-	return sse.Event{ID: e.ID, Type: e.Name, Data: string(enc.Bytes())}, nil
+// decodeData decodes and validates the data of e, naming e in errors.
+func decodeData[T any, P decoded[T]](e sse.Event, validate func(any) error) (*T, error) {
+	d, err := decode[T, P]([]byte(e.Data), validate)
+	return d, wire.WithMessage(err, e.Type)
 }
 
-type encoder interface{ Encode(*jx.Encoder) }
+// retryOf returns an SSE event's retry field as the variants hold it, in
+// milliseconds.
+func retryOf(e sse.Event) threadsapi.OptInt {
+	if e.Retry <= 0 {
+		return threadsapi.OptInt{}
+	}
+	return threadsapi.NewOptInt(int(e.Retry / time.Millisecond))
+}
+
+// EncodeEvent returns the Server-Sent Event that carries e: the id of the
+// variant that e.Type selects, e.Type as its name, its data as JSON, and
+// its retry when set. The data is validated against its schema
+// with the generated validator (threadsschema) first, so that a server
+// never sends an event its clients would reject: EncodeEvent fails on
+// data that does not match (a *wire.Error, as DecodeEvent would report
+// it), on an unknown Type, and on a variant whose Event is set to another
+// name (an empty Event is taken to be e.Type, as ogen's encoder does).
+func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
+	var (
+		id, name string
+		retry    threadsapi.OptInt
+		data     encoder
+		validate func([]byte) error
+	)
+	switch e.Type {
+	case threadsapi.AgentTextSSEStreamEvent:
+		v := e.AgentTextSSE
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateAgentTextEventJSON
+	case threadsapi.ToolCallSSEStreamEvent:
+		v := e.ToolCallSSE
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateToolCallEventJSON
+	case threadsapi.ToolResultSSEStreamEvent:
+		v := e.ToolResultSSE
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateToolResultEventJSON
+	case threadsapi.DoneSSEStreamEvent:
+		v := e.DoneSSE
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateDoneEventJSON
+	case threadsapi.ErrorSSEStreamEvent:
+		v := e.ErrorSSE
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateErrorEventJSON
+	default:
+		return sse.Event{}, fmt.Errorf("threads: unknown event %q", e.Type)
+	}
+	if name != "" && name != string(e.Type) {
+		return sse.Event{}, fmt.Errorf("threads: %s event whose Event is %q", e.Type, name)
+	}
+	b, err := encodeChecked(data, validate)
+	if err != nil {
+		return sse.Event{}, fmt.Errorf("threads: %s event: %w", e.Type, wire.WithMessage(err, string(e.Type)))
+	}
+	out := sse.Event{ID: id, Type: string(e.Type), Data: string(b)}
+	if retry.Set {
+		out.Retry = time.Duration(retry.Value) * time.Millisecond
+	}
+	return out, nil
+}
+
+// EventID returns the SSE id of e (the id of the variant its Type
+// selects): the thread's event sequence number in decimal, to be sent as
+// Last-Event-ID when resuming, or "" when the server sent none (the
+// original threads server did not).
+func EventID(e threadsapi.StreamEvent) string {
+	switch e.Type {
+	case threadsapi.AgentTextSSEStreamEvent:
+		return e.AgentTextSSE.ID
+	case threadsapi.ToolCallSSEStreamEvent:
+		return e.ToolCallSSE.ID
+	case threadsapi.ToolResultSSEStreamEvent:
+		return e.ToolResultSSE.ID
+	case threadsapi.DoneSSEStreamEvent:
+		return e.DoneSSE.ID
+	case threadsapi.ErrorSSEStreamEvent:
+		return e.ErrorSSE.ID
+	}
+	return ""
+}
 
 // knownEvent reports whether the document defines an event of this name.
 func knownEvent(name string) bool {
@@ -126,26 +179,35 @@ func knownEvent(name string) bool {
 	return false
 }
 
+type encoder interface{ Encode(*jx.Encoder) }
+
+// encodeChecked encodes v with its generated encoder and checks the JSON
+// with validate, so that nothing is sent that the document does not allow.
+func encodeChecked(v encoder, validate func([]byte) error) ([]byte, error) {
+	var enc jx.Encoder
+	v.Encode(&enc)
+	if err := validate(enc.Bytes()); err != nil {
+		return nil, err
+	}
+	return enc.Bytes(), nil
+}
+
 // DecodeSendMessageRequest decodes and validates the body of
 // POST /api/v1/threads/{threadId}. Errors are *wire.Error values whose path
 // is a JSON Pointer into the body.
 func DecodeSendMessageRequest(body []byte) (*threadsapi.SendMessageRequest, error) {
-	return decode[threadsapi.SendMessageRequest](body)
+	return decode[threadsapi.SendMessageRequest](body, threadsschema.ValidateSendMessageRequest)
 }
 
 // DecodeThreadResponse decodes and validates the body of a 200 answer to
 // GET /api/v1/threads/{threadId}.
 func DecodeThreadResponse(body []byte) (*threadsapi.ThreadResponse, error) {
-	v, err := decode[threadsapi.ThreadResponse](body)
-	if err != nil {
-		return nil, locateMessage(body, err)
-	}
-	return v, nil
+	return decode[threadsapi.ThreadResponse](body, threadsschema.ValidateThreadResponse)
 }
 
 // DecodeError decodes and validates the body of a 400, 404 or 500 answer.
 func DecodeError(body []byte) (*threadsapi.Error, error) {
-	return decode[threadsapi.Error](body)
+	return decode[threadsapi.Error](body, threadsschema.ValidateError)
 }
 
 // decoded is what ogen generates for every schema: a jx decoder.
@@ -154,210 +216,26 @@ type decoded[T any] interface {
 	Decode(*jx.Decoder) error
 }
 
-// decode checks size and syntax first (so that ogen's decoder only ever
-// reports schema violations), then decodes with the generated decoder and
-// runs the generated validator when the type has one.
-func decode[T any, P decoded[T]](b []byte) (*T, error) {
+// decode checks b in three steps: its size and JSON syntax (wire.Parse),
+// then the schema, with the validator generated from the document
+// (structured errors: a kind, a JSON Pointer with array positions, a
+// reason), and only then decodes it with ogen's generated decoder, which
+// is left nothing to reject on schema grounds. Should it still fail, the
+// document and the generated code disagree: that is a KindInternal error.
+func decode[T any, P decoded[T]](b []byte, validate func(any) error) (*T, error) {
 	if len(b) > MaxBodyBytes {
-		return nil, &wire.Error{Reason: fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes)}
+		return nil, &wire.Error{Kind: wire.KindSyntax, Reason: fmt.Sprintf("body exceeds %d bytes", MaxBodyBytes)}
 	}
-	if err := checkSyntax(b); err != nil {
-		return nil, err
-	}
-	v := new(T)
-	if err := P(v).Decode(jx.DecodeBytes(b)); err != nil {
-		return nil, toWireError(err)
-	}
-	if val, ok := any(v).(interface{ Validate() error }); ok {
-		if err := val.Validate(); err != nil {
-			return nil, toWireError(err)
-		}
-	}
-	return v, nil
-}
-
-// checkSyntax accepts exactly one JSON object.
-func checkSyntax(b []byte) error {
 	v, err := wire.Parse(b)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, ok := v.(map[string]any); !ok {
-		return &wire.Error{Reason: "must be object, got " + jsonType(v)}
+	if err := validate(v); err != nil {
+		return nil, err
 	}
-	return nil
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
+	out := new(T)
+	if err := P(out).Decode(jx.DecodeBytes(b)); err != nil {
+		return nil, &wire.Error{Kind: wire.KindInternal, Reason: "cannot decode: " + err.Error()}
 	}
-	return "number"
-}
-
-var (
-	fieldPrefix = regexp.MustCompile(`^(?:callback: )?decode field "((?:[^"\\]|\\.)*)"$`)
-	badToken    = regexp.MustCompile(`^unexpected byte (\d+) '.*' at \d+$`)
-	expected    = regexp.MustCompile(`"(.)" expected$`)
-)
-
-// toWireError turns an error of ogen's generated decoders or validators
-// into a *wire.Error: the fields it passed through become a JSON Pointer,
-// its innermost error the reason. Array positions appear where ogen reports
-// them (validators do, decoders do not; see locateMessage).
-func toWireError(err error) *wire.Error {
-	var path []string
-	want := "" // the JSON type a wrapper said it expected, if any
-	for err != nil {
-		if ve, ok := err.(*validate.Error); ok && len(ve.Fields) > 0 {
-			f := ve.Fields[0]
-			if f.Error == validate.ErrFieldRequired {
-				return &wire.Error{Path: pointer(append(path, f.Name)), Reason: "is required"}
-			}
-			path = append(path, f.Name)
-			err = f.Error
-			continue
-		}
-		next := errors.Unwrap(err)
-		if next == nil {
-			reason := leafReason(err, want, &path)
-			return &wire.Error{Path: pointer(path), Reason: reason}
-		}
-		prefix := strings.TrimSuffix(err.Error(), ": "+next.Error())
-		if m := fieldPrefix.FindStringSubmatch(prefix); m != nil {
-			name, uerr := strconv.Unquote(`"` + m[1] + `"`)
-			if uerr != nil {
-				name = m[1]
-			}
-			path = append(path, name)
-			want = ""
-		} else if m := expected.FindStringSubmatch(prefix); m != nil {
-			want = m[1]
-		}
-		err = next
-	}
-	return &wire.Error{Path: pointer(path), Reason: "invalid"}
-}
-
-// leafReason words the innermost error of a chain. It may extend path when
-// the error concerns a member below it (a sum type's tag).
-func leafReason(err error, want string, path *[]string) string {
-	msg := err.Error()
-	var (
-		minLen *validate.MinLengthError
-		perr   *time.ParseError
-	)
-	switch {
-	case errors.As(err, &minLen):
-		if minLen.MinLength == 1 {
-			return "must not be empty"
-		}
-		return fmt.Sprintf("must be at least %d characters long", minLen.MinLength)
-	case errors.As(err, &perr):
-		return "must be an RFC 3339 date-time"
-	case strings.HasPrefix(msg, "invalid UUID"):
-		return "must be a UUID"
-	case strings.HasPrefix(msg, "invalid value: "):
-		return fmt.Sprintf("unknown value %q", strings.TrimPrefix(msg, "invalid value: "))
-	case strings.HasPrefix(msg, "unknown type "):
-		*path = append(*path, "type")
-		return fmt.Sprintf("unknown type %q", strings.TrimPrefix(msg, "unknown type "))
-	case msg == "unable to detect sum type variant":
-		*path = append(*path, "type")
-		return "is required"
-	case strings.HasPrefix(msg, "unexpected json type "):
-		got, _ := strconv.Unquote(strings.TrimPrefix(msg, "unexpected json type "))
-		return "must be object, got " + got
-	case msg == "nil is invalid value":
-		return "must not be null"
-	}
-	if m := badToken.FindStringSubmatch(msg); m != nil {
-		b, _ := strconv.Atoi(m[1])
-		got := tokenType(byte(b))
-		switch want {
-		case "{":
-			return "must be object, got " + got
-		case "[":
-			return "must be array, got " + got
-		}
-		// Every scalar of threads.yaml is a string, so a value of another
-		// type where no object or array was expected is a misplaced scalar.
-		return "must be string, got " + got
-	}
-	return msg
-}
-
-// tokenType names the JSON type that starts with b.
-func tokenType(b byte) string {
-	switch b {
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case '"':
-		return "string"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	return "number"
-}
-
-func pointer(path []string) string {
-	var b strings.Builder
-	for _, p := range path {
-		if strings.HasPrefix(p, "[") && strings.HasSuffix(p, "]") {
-			p = p[1 : len(p)-1] // ogen names array positions "[3]"
-		}
-		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(p))
-	}
-	return b.String()
-}
-
-// locateMessage adds the array position to an error inside "messages",
-// which ogen's decoders do not report: it decodes the messages one by one
-// and reports the first that fails.
-func locateMessage(body []byte, err error) error {
-	we, ok := wire.AsError(err)
-	if !ok || !strings.HasPrefix(we.Path, "/messages/") {
-		return err
-	}
-	if rest := strings.TrimPrefix(we.Path, "/messages/"); rest != "" && rest[0] >= '0' && rest[0] <= '9' {
-		return err // a validator's error: it has the position already
-	}
-	var located error
-	_ = jx.DecodeBytes(body).ObjBytes(func(d *jx.Decoder, key []byte) error {
-		if string(key) != "messages" {
-			return d.Skip()
-		}
-		i := 0
-		return d.Arr(func(d *jx.Decoder) error {
-			raw, rerr := d.Raw()
-			if rerr != nil || located != nil {
-				return rerr
-			}
-			var m threadsapi.Message
-			if merr := m.Decode(jx.DecodeBytes(raw)); merr != nil {
-				me := toWireError(merr)
-				located = &wire.Error{Path: "/messages/" + strconv.Itoa(i) + me.Path, Reason: me.Reason}
-			}
-			i++
-			return nil
-		})
-	})
-	if located != nil {
-		return located
-	}
-	return err
+	return out, nil
 }

@@ -2,8 +2,10 @@ package threads
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-faster/jx"
 
@@ -23,15 +25,18 @@ type example struct {
 	JSON    json.RawMessage `json:"json"`
 }
 
-// invalid is an input a decoder must reject with this path and a reason
-// that starts with this reason.
+// invalid is an input a decoder must reject with this kind of error (a
+// wire.Kind's name), naming this message type (the event name, for events),
+// at this path, with a reason that starts with this reason.
 type invalid struct {
-	Name    string `json:"name"`
-	Message string `json:"message"`
-	Event   string `json:"event"`
-	Input   string `json:"input"`
-	Path    string `json:"path"`
-	Reason  string `json:"reason"`
+	Name        string `json:"name"`
+	Message     string `json:"message"`
+	Event       string `json:"event"`
+	Input       string `json:"input"`
+	Path        string `json:"path"`
+	Reason      string `json:"reason"`
+	Kind        string `json:"kind"`
+	MessageType string `json:"message_type"`
 }
 
 // codec decodes and encodes one kind of message.
@@ -67,7 +72,7 @@ func codecFor(t testing.TB, message, event string) codec {
 		return codec{
 			decode: func(b []byte) (any, error) { return DecodeEvent(sse.Event{ID: "7", Type: event, Data: string(b)}) },
 			encode: func(v any) ([]byte, error) {
-				e, err := v.(Event).Encode()
+				e, err := EncodeEvent(v.(threadsapi.StreamEvent))
 				if err != nil {
 					return nil, err
 				}
@@ -110,7 +115,7 @@ func invalidCases(t testing.TB) []invalid {
 	for _, k := range []struct{ message, event string }{
 		{"SendMessageRequest", ""}, {"ThreadResponse", ""}, {"Error", ""}, {"Event", EventAgentText},
 	} {
-		cases = append(cases, invalid{Name: "10 MiB " + k.message, Message: k.message, Event: k.event, Input: big, Reason: "body exceeds 1048576 bytes"})
+		cases = append(cases, invalid{Name: "10 MiB " + k.message, Message: k.message, Event: k.event, Input: big, Reason: "body exceeds 1048576 bytes", Kind: "syntax", MessageType: k.event})
 	}
 	return cases
 }
@@ -129,19 +134,57 @@ func TestInvalid(t *testing.T) {
 			if we.Path != tc.Path || !strings.HasPrefix(we.Reason, tc.Reason) {
 				t.Fatalf("Decode(%.200q) = {%q %q}, want {%q %q...}", tc.Input, we.Path, we.Reason, tc.Path, tc.Reason)
 			}
+			if we.Kind.String() != tc.Kind || we.Message != tc.MessageType {
+				t.Fatalf("Decode(%.200q) = %v: kind %s in message %q, want kind %q in message %q", tc.Input, we, we.Kind, we.Message, tc.Kind, tc.MessageType)
+			}
 		})
 	}
 }
 
-func TestEventEncodeRefusesWhatClientsReject(t *testing.T) {
-	for _, e := range []Event{
-		{Name: EventAgentText},
-		{Name: "thinking", Done: &threadsapi.DoneEvent{}},
-		{Name: EventDone, Error: &threadsapi.ErrorEvent{Error: "x"}},
+func TestEncodeEventRefusesWhatClientsReject(t *testing.T) {
+	for _, e := range []threadsapi.StreamEvent{
+		{},
+		{Type: "thinking", DoneSSE: threadsapi.DoneSSE{Event: "thinking"}},
+		threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: "1", Event: EventError}),
 	} {
-		if got, err := e.Encode(); err == nil {
-			t.Errorf("Encode(%+v) = %+v, want an error", e, got)
+		if got, err := EncodeEvent(e); err == nil {
+			t.Errorf("EncodeEvent(%+v) = %+v, want an error", e, got)
 		}
+	}
+
+	// Data that does not match its schema is a *wire.Error, as the
+	// client's DecodeEvent would report it.
+	bad := toolCallEvent("1", threadsapi.ToolCallEvent{ToolCallID: "c", ToolName: "t", Arguments: threadsapi.JSONObject{"x": jx.Raw("{")}})
+	got, err := EncodeEvent(bad)
+	we, ok := wire.AsError(err)
+	if !ok || we.Kind != wire.KindSyntax || we.Message != EventToolCall {
+		t.Errorf("EncodeEvent(%+v) = %+v, %v; want a syntax *wire.Error of %s", bad, got, err, EventToolCall)
+	}
+}
+
+// EncodeEvent and DecodeEvent carry the id, the name and the retry.
+func TestEventEnvelope(t *testing.T) {
+	e := errorEvent(41, "model unavailable")
+	e.ErrorSSE.Retry = threadsapi.NewOptInt(2500)
+	raw, err := EncodeEvent(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sse.Event{ID: "41", Type: EventError, Data: `{"error":"model unavailable"}`, Retry: 2500 * time.Millisecond}
+	if raw != want {
+		t.Fatalf("EncodeEvent = %+v, want %+v", raw, want)
+	}
+	back, err := DecodeEvent(raw)
+	if err != nil || !reflect.DeepEqual(back, e) {
+		t.Fatalf("DecodeEvent(%+v) = %+v, %v; want %+v", raw, back, err, e)
+	}
+	if EventID(back) != "41" || EventID(threadsapi.StreamEvent{}) != "" {
+		t.Fatalf("EventID = %q", EventID(back))
+	}
+	// An empty Event is the name Type selects.
+	raw, err = EncodeEvent(threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: "3"}))
+	if err != nil || raw != (sse.Event{ID: "3", Type: EventDone, Data: "{}"}) {
+		t.Fatalf("EncodeEvent(done without Event) = %+v, %v", raw, err)
 	}
 }
 
