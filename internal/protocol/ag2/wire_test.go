@@ -8,9 +8,11 @@ import (
 )
 
 var codec = wiretest.Codec{
-	Decode:         func(b []byte) (any, error) { return ag2api.Decode(b) },
-	DecodeOutbound: func(b []byte) (any, error) { return ag2api.DecodeOutbound(b) },
-	Encode:         func(m any) ([]byte, error) { return ag2api.Encode(m.(ag2api.Message)) },
+	Decode:           func(b []byte) (any, error) { return ag2api.Decode(b) },
+	DecodeOutbound:   func(b []byte) (any, error) { return ag2api.DecodeOutbound(b) },
+	Encode:           func(m any) ([]byte, error) { return ag2api.Encode(m.(ag2api.Message)) },
+	ValidateInbound:  ag2api.ValidateInbound,
+	ValidateOutbound: ag2api.ValidateOutbound,
 }
 
 func TestWireExamples(t *testing.T) { wiretest.Examples(t, "testdata/wire/examples.json", codec) }
