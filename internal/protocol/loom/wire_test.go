@@ -8,9 +8,11 @@ import (
 )
 
 var codec = wiretest.Codec{
-	Decode:         func(b []byte) (any, error) { return loomapi.Decode(b) },
-	DecodeOutbound: func(b []byte) (any, error) { return loomapi.DecodeOutbound(b) },
-	Encode:         func(m any) ([]byte, error) { return loomapi.Encode(m.(loomapi.Message)) },
+	Decode:           func(b []byte) (any, error) { return loomapi.Decode(b) },
+	DecodeOutbound:   func(b []byte) (any, error) { return loomapi.DecodeOutbound(b) },
+	Encode:           func(m any) ([]byte, error) { return loomapi.Encode(m.(loomapi.Message)) },
+	ValidateInbound:  loomapi.ValidateInbound,
+	ValidateOutbound: loomapi.ValidateOutbound,
 }
 
 func TestWireExamples(t *testing.T) { wiretest.Examples(t, "testdata/wire/examples.json", codec) }

@@ -1,0 +1,679 @@
+// Package loom serves the Loom WebSocket protocol of `loom serve`
+// (loom-ws.md, with the stream events of loom-stream-events.md) at /loom,
+// at / for WebSocket upgrade requests, and at the root of a listener of its
+// own. A client sends run, tools_list, tool_show, user_messages and ping
+// (and agentwire's additions tool_approval_response, input_response and
+// cancel) and receives, for a run, its run_stream_event frames and then one
+// run_end or error.
+//
+// A run belongs to an agentwire thread: the one thread_id names, whichever
+// protocol started it, or a new one. The socket follows the thread from
+// before it posts the run's message, and projects the run's events (and
+// only those) with a per-run projector that numbers them (event_id) and
+// names their node runs (node_id). Runs on one socket run one at a time;
+// the other requests are answered at once, also during a run.
+package loom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agentwire/agentwire/generated/loomapi"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/wsconn"
+	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/tools/builtin"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
+	"github.com/agentwire/agentwire/internal/wire"
+)
+
+// Limits of the protocol.
+const (
+	// defaultLimit and maxLimit bound a user_messages page.
+	defaultLimit = 100
+	maxLimit     = 1000
+	// maxQueuedRuns is how many run requests may wait on one socket
+	// behind its running run.
+	maxQueuedRuns = 16
+	// maxTracked bounds the runs the handler remembers for answers from
+	// other sockets.
+	maxTracked = 4096
+)
+
+// Handler serves Loom WebSockets.
+type Handler struct {
+	core   protocol.Core
+	conns  *wsconn.Registry
+	conn   wsconn.Options
+	log    *slog.Logger
+	verify func(frame []byte) // nil unless the server checks its frames (tests)
+	root   *sandbox.Root      // the server's working folder, to check working_folder
+	specs  []tools.Spec       // the tools a run gets, sorted by name
+
+	mu      sync.Mutex
+	closed  bool
+	stop    context.CancelFunc // ends every connection's runs' streams
+	stopped context.Context
+	workers sync.WaitGroup    // one per connection's run worker
+	runs    map[string]runRef // wire run id -> its run, for runs streamed by this handler's sockets
+	order   []string          // keys of runs, oldest first
+}
+
+// runRef is a run as the core knows it.
+type runRef struct {
+	thread string
+	run    string // the core's run id
+}
+
+// New returns a Handler. Shutdown ends its connections' streams.
+func New(env protocol.Env) (*Handler, error) {
+	log := env.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	root, err := sandbox.Open(env.Config.Workdir)
+	if err != nil {
+		return nil, fmt.Errorf("loom: open the working folder: %w", err)
+	}
+	policy, err := tools.ParsePolicy(env.Config.ApprovalPolicy)
+	if err != nil {
+		_ = root.Close()
+		return nil, err
+	}
+	specs := builtin.New(root, builtin.Options{Logger: log}).Filter(policy).Specs()
+	slices.SortFunc(specs, func(a, b tools.Spec) int { return strings.Compare(a.Name, b.Name) })
+	conn := env.Conn
+	conn.Logger = log
+	stopped, stop := context.WithCancel(context.Background())
+	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
+		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs,
+		stop: stop, stopped: stopped, runs: map[string]runRef{}}, nil
+}
+
+// ServeHTTP upgrades to a WebSocket and serves it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+		s := &session{h: h, c: c, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
+		return s.serve(ctx)
+	})
+}
+
+// session is one connection.
+type session struct {
+	h    *Handler
+	c    *wsconn.Conn
+	jobs chan runJob // run requests waiting for the worker
+
+	mu     sync.Mutex
+	active map[string]runRef // this socket's posted runs that have not ended, by wire id
+}
+
+// runJob is a run request, checked and waiting to run.
+type runJob struct {
+	id     string // the run id on the wire
+	thread string
+	text   string
+	agent  string
+	opts   event.RunOptions
+}
+
+var _ loomapi.Handler = (*session)(nil)
+
+// serve runs the connection's run worker and reads the client's frames
+// until the connection ends.
+func (s *session) serve(ctx context.Context) error {
+	wctx, cancel, done, ok := s.h.begin(ctx)
+	if !ok {
+		s.send(errorFrame("", "the server is shutting down; try again shortly"))
+		return nil
+	}
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		defer done()
+		s.work(wctx)
+	}()
+	defer func() {
+		cancel()
+		<-worked
+	}()
+	for {
+		frame, err := s.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		s.handle(ctx, frame)
+	}
+}
+
+// work runs the socket's runs one at a time. A run that fails closes the
+// socket after its error frame, as the original server did.
+func (s *session) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-s.jobs:
+			if !s.execute(ctx, j) {
+				s.c.CloseAfterFlush(websocket.StatusNormalClosure, "run failed")
+				return
+			}
+		}
+	}
+}
+
+// execute posts a run's message and streams the run until it ends. It
+// reports false when the run failed (or could not start).
+func (s *session) execute(ctx context.Context, j runJob) bool {
+	// Follow first, so that no event of the run can come before the follow.
+	f, err := protocol.Follow(ctx, s.h.core, j.thread, protocol.FromEnd, s.h.log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		s.send(errorFrame(j.id, s.h.message(err, "start the run")))
+		return false
+	}
+	defer f.Close()
+	posted, err := s.h.core.Post(ctx, j.thread, runs.Input{Text: j.text, Interactive: true, Options: j.opts})
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		s.send(errorFrame(j.id, s.h.message(err, "start the run")))
+		return false
+	}
+	ref := runRef{thread: j.thread, run: posted.Run}
+	s.track(j.id, ref)
+	defer s.untrack(j.id)
+	s.h.track(j.id, ref)
+	var vlog *slog.Logger // the run's debug log, when it is verbose
+	if j.opts.Verbose {
+		vlog = slog.New(verbose{s.h.log.Handler()}).With("protocol", Name, "run", j.id, "thread", j.thread, "core_run", posted.Run)
+		vlog.Debug("loom: run posted", "agent", j.agent, "strategy", j.opts.Strategy, "folder", j.opts.Folder, "queued", posted.Queued)
+	}
+	p := newProjector(j.id, j.thread, j.agent, j.text)
+	err = f.Run(ctx, func(e event.Event) error {
+		if e.Run != posted.Run {
+			return nil
+		}
+		frames := p.Project(e)
+		if vlog != nil {
+			vlog.Debug("loom: run event", "seq", e.Seq, "type", string(e.Type()), "frames", len(frames))
+		}
+		for _, m := range frames {
+			s.send(m)
+		}
+		if p.Ended() != running {
+			return protocol.ErrStop
+		}
+		return nil
+	})
+	if p.Ended() != running {
+		s.h.untrack(j.id, ref)
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		s.h.log.Error("loom: following the run failed", "run", j.id, "thread", j.thread, "err", err)
+		s.send(errorFrame(j.id, "the run's events stopped: internal error"))
+		return false
+	case p.Ended() == failed:
+		return false
+	}
+	return true
+}
+
+func (s *session) handle(ctx context.Context, frame []byte) {
+	m, err := loomapi.Decode(frame)
+	if err != nil {
+		s.send(errorFrame(frameID(frame), s.h.message(err, "read the request")))
+		return
+	}
+	if err := loomapi.Dispatch(ctx, s, m); err != nil {
+		s.send(errorFrame(frameID(frame), s.h.message(err, "handle the request")))
+	}
+}
+
+// HandleRunRequest checks a run request and queues it for the worker.
+func (s *session) HandleRunRequest(_ context.Context, m loomapi.RunRequest) error {
+	j := runJob{id: deref(m.ID), text: m.Message, agent: m.Agent,
+		opts: event.RunOptions{Strategy: m.Agent, Verbose: deref(m.Verbose)}}
+	if j.id == "" {
+		j.id = "run-" + event.NewID()
+	}
+	if m.Agent == "got" && deref(m.GotAdaptive) {
+		j.opts.Strategy = "got_adaptive"
+	}
+	fail := func(err error) error {
+		s.send(errorFrame(j.id, s.h.message(err, "start the run")))
+		return nil
+	}
+	if err := protocol.CheckText(m.Message); err != nil {
+		return fail(err)
+	}
+	if t := deref(m.ThreadID); t != "" {
+		thread, err := protocol.CanonicalThread(t)
+		if err != nil {
+			return fail(err)
+		}
+		j.thread = thread
+	} else {
+		j.thread = uuid.NewString()
+	}
+	if folder := deref(m.WorkingFolder); folder != "" {
+		if err := s.h.checkFolder(folder); err != nil {
+			return fail(err)
+		}
+		j.opts.Folder = folder
+	}
+	select {
+	case s.jobs <- j:
+		return nil
+	default:
+		return fail(protocol.Errorf(protocol.CodeBusy, "%d runs already wait on this socket; wait for a run_end", maxQueuedRuns))
+	}
+}
+
+// HandleToolsListRequest lists the tools a run gets.
+func (s *session) HandleToolsListRequest(_ context.Context, m loomapi.ToolsListRequest) error {
+	if folder := deref(m.WorkingFolder); folder != "" {
+		if err := s.h.checkFolder(folder); err != nil {
+			return err
+		}
+	}
+	list := make([]loomapi.ToolSpec, len(s.h.specs))
+	for i, t := range s.h.specs {
+		list[i] = toolSpec(t)
+	}
+	s.send(loomapi.NewToolsListResponse(m.ID, list))
+	return nil
+}
+
+// HandleToolShowRequest shows one tool, as JSON or YAML.
+func (s *session) HandleToolShowRequest(_ context.Context, m loomapi.ToolShowRequest) error {
+	if folder := deref(m.WorkingFolder); folder != "" {
+		if err := s.h.checkFolder(folder); err != nil {
+			return err
+		}
+	}
+	i := slices.IndexFunc(s.h.specs, func(t tools.Spec) bool { return t.Name == m.Name })
+	if i < 0 {
+		names := make([]string, len(s.h.specs))
+		for i, t := range s.h.specs {
+			names[i] = t.Name
+		}
+		return protocol.Errorf(protocol.CodeNotFound, "unknown tool %q: the tools are %s", m.Name, strings.Join(names, ", "))
+	}
+	spec := toolSpec(s.h.specs[i])
+	out := loomapi.NewToolShowResponse(m.ID)
+	switch deref(m.Output) {
+	case "", "yaml":
+		y, err := toolYAML(spec)
+		if err != nil {
+			return protocol.Internal(err)
+		}
+		out.ToolYaml = &y
+	case "json":
+		out.Tool = &spec
+	default:
+		return &protocol.Error{Code: protocol.CodeInvalid, Path: "/output", Type: loomapi.TypeToolShow,
+			Message: fmt.Sprintf("/output: must be \"yaml\" or \"json\", not %q", deref(m.Output))}
+	}
+	s.send(out)
+	return nil
+}
+
+// HandleUserMessagesRequest answers with a page of the thread's messages:
+// the newest limit ones below before, oldest first.
+func (s *session) HandleUserMessagesRequest(ctx context.Context, m loomapi.UserMessagesRequest) error {
+	thread, err := protocol.CanonicalThread(m.ThreadID)
+	if err != nil {
+		return err
+	}
+	limit := defaultLimit
+	if m.Limit != nil {
+		limit = min(*m.Limit, maxLimit)
+	}
+	hist, err := s.h.core.History(ctx, thread)
+	if err != nil && protocol.AsError(err).Code != protocol.CodeNotFound {
+		return err
+	}
+	all := listed(hist)
+	end := len(all)
+	if m.Before != nil {
+		end = 0
+		for end < len(all) && *all[end].Seq < *m.Before {
+			end++
+		}
+	}
+	start := max(end-limit, 0)
+	out := loomapi.NewUserMessagesResponse(m.ID, thread, slices.Clip(all[start:end]))
+	if out.Messages == nil {
+		out.Messages = []loomapi.UserMessageItem{}
+	}
+	out.HasMore = new(start > 0)
+	s.send(out)
+	return nil
+}
+
+// listed is a thread's messages as user_messages lists them: the user's
+// messages and the complete assistant replies, with their seq.
+func listed(hist []event.Event) []loomapi.UserMessageItem {
+	var out []loomapi.UserMessageItem
+	for _, e := range hist {
+		switch v := e.Payload.(type) {
+		case event.MessageUser:
+			if strings.TrimSpace(v.Text) != "" {
+				out = append(out, loomapi.UserMessageItem{Role: "user", Content: v.Text, Seq: new(int(e.Seq))})
+			}
+		case event.MessageCompleted:
+			if v.Role == event.RoleAssistant && v.Purpose == "" && strings.TrimSpace(v.Text) != "" {
+				out = append(out, loomapi.UserMessageItem{Role: "assistant", Content: v.Text, Seq: new(int(e.Seq))})
+			}
+		}
+	}
+	return out
+}
+
+// HandlePingRequest answers with pong.
+func (s *session) HandlePingRequest(_ context.Context, m loomapi.PingRequest) error {
+	s.send(loomapi.NewPongResponse(m.ID))
+	return nil
+}
+
+// HandleToolApprovalResponseRequest answers a tool call that waits for
+// approval; the run's stream shows what follows.
+func (s *session) HandleToolApprovalResponseRequest(ctx context.Context, m loomapi.ToolApprovalResponseRequest) error {
+	ref, err := s.lookup(m.ID, m.ThreadID)
+	if err != nil {
+		return err
+	}
+	d := decisions[m.Decision]
+	cmd := event.Command{Kind: event.CommandApprove, Run: ref.run, ID: m.CallID, Decision: d}
+	if d == event.DecisionDenyContinue || d == event.DecisionDenyStop {
+		cmd.Text = deref(m.Message)
+	}
+	err = s.h.core.Resolve(ctx, ref.thread, cmd)
+	if err != nil && protocol.AsError(err).Code == protocol.CodeUnknownRequest {
+		return protocol.Errorf(protocol.CodeUnknownRequest,
+			"no tool call %q of run %q waits for approval: it was never asked for, or it was answered already", m.CallID, m.ID)
+	}
+	return err
+}
+
+// HandleInputResponseRequest answers a question the agent asked (its
+// ask_user tool); the run's stream shows what follows.
+func (s *session) HandleInputResponseRequest(ctx context.Context, m loomapi.InputResponseRequest) error {
+	ref, err := s.lookup(m.ID, m.ThreadID)
+	if err != nil {
+		return err
+	}
+	err = s.h.core.Resolve(ctx, ref.thread, event.Command{Kind: event.CommandInput, Run: ref.run, ID: m.RequestID, Text: m.Text})
+	if err != nil && protocol.AsError(err).Code == protocol.CodeUnknownRequest {
+		return protocol.Errorf(protocol.CodeUnknownRequest,
+			"no question %q of run %q waits for an answer: it was never asked, it was answered already, or it timed out", m.RequestID, m.ID)
+	}
+	return err
+}
+
+// HandleCancelRequest cancels a running run; its stream ends with an
+// error "cancelled".
+func (s *session) HandleCancelRequest(ctx context.Context, m loomapi.CancelRequest) error {
+	ref, err := s.lookup(m.ID, m.ThreadID)
+	if err != nil {
+		return err
+	}
+	active, err := s.h.core.Active(ctx, ref.thread)
+	if err != nil {
+		return err
+	}
+	if active == "" || (ref.run != "" && active != ref.run) {
+		return protocol.Errorf(protocol.CodeNotFound, "run %q is not running", m.ID)
+	}
+	if err := s.h.core.Cancel(ctx, ref.thread); err != nil {
+		if protocol.AsError(err).Code == protocol.CodeNotFound {
+			return protocol.Errorf(protocol.CodeNotFound, "run %q is not running", m.ID)
+		}
+		return err
+	}
+	return nil
+}
+
+// lookup finds the run a tool_approval_response or cancel names: a run of
+// this socket, else one streamed by another socket of this handler, else
+// the run of the thread thread names (id being the core's run id, or the
+// thread's active run).
+func (s *session) lookup(id string, thread *string) (runRef, error) {
+	if t := deref(thread); t != "" {
+		t, err := protocol.CanonicalThread(t)
+		if err != nil {
+			return runRef{}, err
+		}
+		if ref, ok := s.ref(id); ok && ref.thread == t {
+			return ref, nil
+		}
+		if ref, ok := s.h.ref(id); ok && ref.thread == t {
+			return ref, nil
+		}
+		return runRef{thread: t}, nil
+	}
+	if ref, ok := s.ref(id); ok {
+		return ref, nil
+	}
+	if ref, ok := s.h.ref(id); ok {
+		return ref, nil
+	}
+	return runRef{}, protocol.Errorf(protocol.CodeNotFound,
+		"unknown run %q: give the run's thread_id (the session_id of its events) for a run this server's Loom sockets did not start", id)
+}
+
+func (s *session) track(id string, ref runRef) {
+	s.mu.Lock()
+	s.active[id] = ref
+	s.mu.Unlock()
+}
+
+func (s *session) untrack(id string) {
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
+}
+
+func (s *session) ref(id string) (runRef, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ref, ok := s.active[id]
+	return ref, ok
+}
+
+func (h *Handler) track(id string, ref runRef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.runs[id]; !ok {
+		h.order = append(h.order, id)
+	}
+	h.runs[id] = ref
+	for len(h.order) > maxTracked {
+		delete(h.runs, h.order[0])
+		h.order = h.order[1:]
+	}
+}
+
+// untrack forgets a run that ended, unless its id names a newer run.
+func (h *Handler) untrack(id string, ref runRef) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.runs[id] == ref {
+		delete(h.runs, id)
+		if i := slices.Index(h.order, id); i >= 0 {
+			h.order = slices.Delete(h.order, i, i+1)
+		}
+	}
+}
+
+func (h *Handler) ref(id string) (runRef, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ref, ok := h.runs[id]
+	return ref, ok
+}
+
+// checkFolder refuses a working folder outside the server's.
+func (h *Handler) checkFolder(folder string) error {
+	rel, err := h.root.Resolve(folder)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = os.Stat(filepath.Join(h.root.Dir(), rel)); err == nil && !fi.IsDir() {
+			err = errors.New("not a folder")
+		}
+		if err != nil {
+			return &protocol.Error{Code: protocol.CodeInvalid, Path: "/working_folder", Cause: err,
+				Message: fmt.Sprintf("working_folder %q is not a folder of the server's working folder; nothing was run", folder)}
+		}
+	}
+	if err != nil {
+		if errors.Is(err, sandbox.ErrEscape) {
+			return &protocol.Error{Code: protocol.CodeInvalid, Path: "/working_folder", Cause: err,
+				Message: fmt.Sprintf("working_folder %q is outside the server's working folder; nothing was run", folder)}
+		}
+		return &protocol.Error{Code: protocol.CodeInvalid, Path: "/working_folder", Cause: err,
+			Message: fmt.Sprintf("working_folder %q: %v; nothing was run", folder, errors.Unwrap(err))}
+	}
+	return nil
+}
+
+func (s *session) send(m loomapi.Outbound) {
+	b, err := loomapi.Encode(m)
+	if err != nil {
+		s.h.log.Error("loom: encode a frame", "type", m.MessageType(), "err", err)
+		return
+	}
+	if s.h.verify != nil {
+		s.h.verify(b)
+	}
+	s.c.Send(b)
+}
+
+// message is the text of the error frame that answers err: the protocol's
+// one mapping of the error vocabulary. A frame that fails validation is
+// answered with `<JSON Pointer>: <reason>`; internal causes go to the
+// log, not to the client.
+func (h *Handler) message(err error, what string) string {
+	if we, ok := wire.AsError(err); ok {
+		return we.Error()
+	}
+	perr := protocol.AsError(err)
+	switch perr.Code {
+	case protocol.CodeUnavailable:
+		return "the server is shutting down; try again shortly"
+	case protocol.CodeInternal:
+		h.log.Error("loom: could not "+what, "err", err)
+		return "could not " + what + ": internal error"
+	}
+	return perr.Message
+}
+
+// begin registers a connection's run worker. Its context ends with ctx,
+// with cancel, or when the adapter shuts down; done must be called once
+// the worker has ended. ok is false once the adapter is shutting down.
+func (h *Handler) begin(ctx context.Context) (wctx context.Context, cancel, done func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, nil, nil, false
+	}
+	h.workers.Add(1)
+	wctx, cancelCtx := context.WithCancel(ctx)
+	unhook := context.AfterFunc(h.stopped, cancelCtx)
+	return wctx, cancelCtx, func() {
+		unhook()
+		cancelCtx()
+		h.workers.Done()
+	}, true
+}
+
+// toolSpec is a tool as tools_list and tool_show give it.
+func toolSpec(t tools.Spec) loomapi.ToolSpec {
+	out := loomapi.ToolSpec{Name: t.Name, InputSchema: loomapi.ToolSpecInputSchema{}}
+	if t.Description != "" {
+		out.Description = new(t.Description)
+	}
+	if len(t.InputSchema) > 0 {
+		_ = json.Unmarshal(t.InputSchema, &out.InputSchema)
+	}
+	return out
+}
+
+// toolYAML is a tool's definition as a YAML document, with the fields in
+// the order tools_list gives them.
+func toolYAML(t loomapi.ToolSpec) (string, error) {
+	doc := yaml.Node{Kind: yaml.MappingNode}
+	add := func(key string, v any) error {
+		var n yaml.Node
+		if err := n.Encode(v); err != nil {
+			return err
+		}
+		doc.Content = append(doc.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, &n)
+		return nil
+	}
+	if err := add("name", t.Name); err != nil {
+		return "", err
+	}
+	if t.Description != nil {
+		if err := add("description", *t.Description); err != nil {
+			return "", err
+		}
+	}
+	if err := add("input_schema", map[string]any(t.InputSchema)); err != nil {
+		return "", err
+	}
+	b, err := yaml.Marshal(&doc)
+	return string(b), err
+}
+
+// frameID is the id of a frame that could not be handled, when it has a
+// string one.
+func frameID(frame []byte) string {
+	var v struct {
+		ID any `json:"id"`
+	}
+	if json.Unmarshal(frame, &v) != nil {
+		return ""
+	}
+	id, _ := v.ID.(string)
+	return id
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// verbose is a slog.Handler that logs every level: a run whose request
+// asked for verbose logging is logged at debug level whatever the
+// server's level.
+type verbose struct{ slog.Handler }
+
+func (verbose) Enabled(context.Context, slog.Level) bool { return true }
+
+func (v verbose) WithAttrs(as []slog.Attr) slog.Handler { return verbose{v.Handler.WithAttrs(as)} }
+
+func (v verbose) WithGroup(name string) slog.Handler { return verbose{v.Handler.WithGroup(name)} }
