@@ -8,9 +8,11 @@ import (
 )
 
 var codec = wiretest.Codec{
-	Decode:         func(b []byte) (any, error) { return agentloopapi.Decode(b) },
-	DecodeOutbound: func(b []byte) (any, error) { return agentloopapi.DecodeOutbound(b) },
-	Encode:         func(m any) ([]byte, error) { return agentloopapi.Encode(m.(agentloopapi.Message)) },
+	Decode:           func(b []byte) (any, error) { return agentloopapi.Decode(b) },
+	DecodeOutbound:   func(b []byte) (any, error) { return agentloopapi.DecodeOutbound(b) },
+	Encode:           func(m any) ([]byte, error) { return agentloopapi.Encode(m.(agentloopapi.Message)) },
+	ValidateInbound:  agentloopapi.ValidateInbound,
+	ValidateOutbound: agentloopapi.ValidateOutbound,
 }
 
 func TestWireExamples(t *testing.T) { wiretest.Examples(t, "testdata/wire/examples.json", codec) }

@@ -1,0 +1,442 @@
+// Package agentloop serves the Codex-style AgentLoop WebSocket protocol
+// (agentloop-ws.md) at /agentloop: a client sends user_input,
+// approval_response, get_context_info and manual_compact, and receives the
+// thread's events projected onto complete response items, loading states,
+// approval requests, agent_finished and context reports.
+//
+// A connection follows one thread: a new one, or the one ?thread_id= names
+// (an extension), whichever protocol started it; several connections may
+// share a thread, and each can answer its approval requests. Runs are
+// interactive: commands and patches the approval policy asks about wait
+// for a person's review.
+package agentloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/agentwire/agentwire/generated/agentloopapi"
+	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/config"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/wsconn"
+	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/wire"
+)
+
+// Handler serves AgentLoop WebSockets.
+type Handler struct {
+	core   protocol.Core
+	conns  *wsconn.Registry
+	conn   wsconn.Options
+	log    *slog.Logger
+	verify func(frame []byte) // nil unless the server checks its frames (tests)
+	// model and window are the model in use and its context window, for
+	// context_info.
+	model  string
+	window int
+
+	mu      sync.Mutex
+	closed  bool
+	stop    context.CancelFunc // ends every connection's follow
+	stopped context.Context
+	follows sync.WaitGroup // one per connection's follow goroutine
+}
+
+// New returns a Handler. Shutdown ends its connections' follows.
+func New(env protocol.Env) *Handler {
+	log := env.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	conn := env.Conn
+	conn.Logger = log
+	stopped, stop := context.WithCancel(context.Background())
+	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
+		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
+		model:  env.Config.Model, window: contextWindow(env.Config),
+		stop: stop, stopped: stopped}
+}
+
+func contextWindow(cfg config.Config) int {
+	if cfg.ContextWindow > 0 {
+		return cfg.ContextWindow
+	}
+	return llm.ContextWindow(cfg.Model)
+}
+
+// maxThreadID bounds a thread id given with ?thread_id=.
+const maxThreadID = 256
+
+// threadParam reads the thread a connection asks to join: its id and true,
+// or "" and false when it asks for none.
+func threadParam(q url.Values) (string, bool, error) {
+	if !q.Has("thread_id") {
+		return "", false, nil
+	}
+	id := q.Get("thread_id")
+	switch {
+	case id == "":
+		return "", false, errors.New("thread_id is empty: leave it out to start a new thread")
+	case len(id) > maxThreadID:
+		return "", false, fmt.Errorf("thread_id is longer than %d bytes", maxThreadID)
+	case strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0:
+		return "", false, errors.New("thread_id may not contain spaces or control characters")
+	}
+	// The threads protocol names threads by lower-case UUIDs.
+	if u, err := uuid.Parse(id); err == nil {
+		id = u.String()
+	}
+	return id, true, nil
+}
+
+// ServeHTTP upgrades to a WebSocket and serves it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	thread, joined, err := threadParam(r.URL.Query())
+	if err != nil {
+		http.Error(w, "Bad thread_id: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !joined {
+		thread = uuid.NewString()
+	}
+	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+		s := &session{h: h, c: c, thread: thread}
+		return s.serve(ctx, joined)
+	})
+}
+
+// session is one connection.
+type session struct {
+	h      *Handler
+	c      *wsconn.Conn
+	thread string
+	proj   *projector
+}
+
+var _ agentloopapi.Handler = (*session)(nil)
+
+// serve follows the thread, sends the first frame, and reads the client's
+// frames until the connection ends.
+func (s *session) serve(ctx context.Context, joined bool) error {
+	fctx, cancel, done, ok := s.h.begin(ctx)
+	if !ok {
+		s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
+		return nil
+	}
+	after := protocol.FromEnd
+	if joined {
+		after = 0 // the conversation so far, then live
+	}
+	f, err := protocol.Follow(fctx, s.h.core, s.thread, after, s.h.log)
+	if err != nil {
+		done()
+		s.send(s.h.errorFor(err, "follow the thread"))
+		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
+			// Another principal's thread: nothing of it is sent, and the
+			// socket goes with a policy violation, as on every protocol.
+			s.c.CloseAfterFlush(websocket.StatusPolicyViolation, "thread not found")
+		}
+		return nil
+	}
+	s.proj = newProjector(f.Head())
+	// The first frame names the thread.
+	s.sendContextInfo(ctx, true)
+	followed := make(chan struct{})
+	go func() {
+		defer done()
+		defer close(followed)
+		defer f.Close()
+		s.follow(fctx, f)
+	}()
+	defer func() {
+		cancel()
+		<-followed
+	}()
+	for {
+		frame, err := s.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		s.handle(ctx, frame)
+	}
+}
+
+// follow sends the thread's frames until ctx ends.
+func (s *session) follow(ctx context.Context, f *protocol.Follower) {
+	err := f.Run(ctx, func(e event.Event) error {
+		for _, m := range s.proj.Project(e) {
+			s.send(m)
+		}
+		if s.proj.wantInfo {
+			s.sendContextInfo(ctx, false)
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.h.log.Error("agentloop: following the thread failed", "thread", s.thread, "err", err)
+		s.send(errorFrame("The thread's events stopped: internal error. Reconnect to continue.", map[string]any{"code": string(protocol.CodeInternal)}))
+		s.c.CloseAfterFlush(1011, "the thread's events stopped")
+	}
+}
+
+func (s *session) handle(ctx context.Context, frame []byte) {
+	m, err := agentloopapi.Decode(frame)
+	if err == nil {
+		err = agentloopapi.Dispatch(ctx, s, m)
+	}
+	if err != nil {
+		doing := "handle the message"
+		var f *failure
+		if errors.As(err, &f) {
+			doing = f.doing
+		}
+		s.send(s.h.errorFor(err, doing))
+	}
+}
+
+// HandleUserInput starts a turn on the input's user text (or queues it
+// behind the running turn); while the agent waits for an answer to its
+// question, the text answers it.
+func (s *session) HandleUserInput(ctx context.Context, m agentloopapi.UserInputMessage) error {
+	text, err := inputText(m.Payload.Input)
+	if err != nil {
+		return err
+	}
+	if q := s.proj.pendingQuestion(); q != "" {
+		err := s.h.core.Resolve(ctx, s.thread, event.Command{Kind: event.CommandInput, ID: q, Text: text})
+		if err == nil {
+			return nil
+		}
+		if protocol.AsError(err).Code != protocol.CodeUnknownRequest {
+			return doing(err, "answer the agent's question")
+		}
+		// Answered or timed out meanwhile: the text is a new turn.
+	}
+	err = s.proj.posting(func() (string, error) {
+		p, err := s.h.core.Post(ctx, s.thread, runs.Input{Text: text, Interactive: true})
+		return p.MessageID, err
+	})
+	return doing(err, "process user input")
+}
+
+// inputText is the text a user_input runs on: its user items' text parts,
+// parts joined by a newline and items by a blank line. An item or part of
+// a type the server cannot run is refused by name.
+func inputText(items []agentloopapi.ResponseInputItem) (string, error) {
+	var texts []string
+	for i, it := range items {
+		if it.Type != "message" {
+			return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/type", i),
+				Message: fmt.Sprintf("Unsupported input item type %q: only message items are supported; nothing was run", it.Type)}
+		}
+		var parts []string
+		for j, part := range it.Content {
+			if part.Type != "input_text" && part.Type != "output_text" {
+				return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/content/%d/type", i, j),
+					Message: fmt.Sprintf("Unsupported content type %q: only text (input_text) is supported; nothing was run", part.Type)}
+			}
+			parts = append(parts, part.Text)
+		}
+		if it.Role == "user" {
+			if t := strings.Join(parts, "\n"); strings.TrimSpace(t) != "" {
+				texts = append(texts, t)
+			}
+		}
+	}
+	if len(texts) == 0 {
+		return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: "/payload/input",
+			Message: "The input has no user text; nothing was run"}
+	}
+	return strings.Join(texts, "\n\n"), nil
+}
+
+// reviews maps the protocol's reviews onto decisions.
+var reviews = map[string]event.Decision{
+	"yes":         event.DecisionApprove,
+	"always":      event.DecisionApproveAlways,
+	"no-continue": event.DecisionDenyContinue,
+	"no-exit":     event.DecisionDenyStop,
+	"explain":     event.DecisionExplain,
+}
+
+// HandleApprovalResponse answers the approval request the thread waits on.
+func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.ApprovalResponseMessage) error {
+	req, ok := s.proj.pendingApproval()
+	if !ok {
+		return errNoApproval
+	}
+	d := reviews[m.Payload.Review]
+	cmd := event.Command{Kind: event.CommandApprove, ID: req.callID, Decision: d}
+	if msg := m.Payload.CustomDenyMessage; msg != nil && (d == event.DecisionDenyContinue || d == event.DecisionDenyStop) {
+		cmd.Text = *msg
+	}
+	if edit := m.Payload.ApplyPatch; edit != nil && (d == event.DecisionApprove || d == event.DecisionApproveAlways) && edit.Patch != req.patch {
+		if req.patch == "" {
+			return &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeApprovalResponse, Path: "/payload/applyPatch",
+				Message: "applyPatch edits a patch, but the pending approval request is for a command; the request is still pending"}
+		}
+		if _, err := tools.ParsePatch(edit.Patch); err != nil {
+			return &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeApprovalResponse, Path: "/payload/applyPatch/patch", Cause: err,
+				Message: "The edited patch is invalid: " + err.Error() + "; the approval request is still pending"}
+		}
+		cmd.Patch = edit.Patch
+	}
+	s.proj.answer(req.callID)
+	if err := s.h.core.Resolve(ctx, s.thread, cmd); err != nil {
+		s.proj.unanswer(req.callID)
+		if protocol.AsError(err).Code == protocol.CodeUnknownRequest {
+			return errAnswered
+		}
+		return doing(err, "answer the approval request")
+	}
+	return nil
+}
+
+var (
+	errNoApproval = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
+		Message: "No approval request is pending"}
+	errAnswered = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
+		Message: "The approval request was already answered (from another client, or it is no longer pending)"}
+)
+
+// HandleGetContextInfo answers with the thread's context usage.
+func (s *session) HandleGetContextInfo(ctx context.Context, _ agentloopapi.GetContextInfoMessage) error {
+	info, err := s.contextInfo(ctx, false)
+	if err != nil {
+		return doing(err, "measure the context")
+	}
+	s.send(info)
+	return nil
+}
+
+// HandleManualCompact compacts the thread's context now, or after the
+// running turn: a run that only compacts, which sends context_compacted.
+func (s *session) HandleManualCompact(ctx context.Context, _ agentloopapi.ManualCompactMessage) error {
+	_, err := s.h.core.Post(ctx, s.thread, runs.Input{Options: event.RunOptions{Compact: true}})
+	return doing(err, "compact the context")
+}
+
+// contextInfo is the thread's context_info frame; first adds threadId.
+func (s *session) contextInfo(ctx context.Context, first bool) (agentloopapi.Outbound, error) {
+	hist, err := s.h.core.History(ctx, s.thread)
+	if err != nil {
+		return nil, err
+	}
+	u := agent.MeasureContext(hist, llm.TokenizerFor(s.h.model))
+	payload := agentloopapi.ContextInfoMessagePayload{TokenCount: u.Tokens, TranscriptLength: u.Messages,
+		MaxTokens: s.h.window, Strategy: strategyName}
+	if s.h.window > 0 {
+		payload.UsagePercent = float64(int(float64(u.Tokens)/float64(s.h.window)*1000+0.5)) / 10
+	}
+	if first {
+		payload.ThreadID = &s.thread
+	}
+	return agentloopapi.NewContextInfoMessage(frameID(), payload), nil
+}
+
+func (s *session) sendContextInfo(ctx context.Context, first bool) {
+	info, err := s.contextInfo(ctx, first)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.send(s.h.errorFor(doing(err, "measure the context"), "measure the context"))
+		}
+		return
+	}
+	s.send(info)
+}
+
+func (s *session) send(m agentloopapi.Outbound) {
+	b, err := agentloopapi.Encode(m)
+	if err != nil {
+		s.h.log.Error("agentloop: encode a frame", "type", m.MessageType(), "err", err)
+		return
+	}
+	if s.h.verify != nil {
+		s.h.verify(b)
+	}
+	s.c.Send(b)
+}
+
+// failure is an error with what the session was doing when it happened.
+type failure struct {
+	err   error
+	doing string
+}
+
+func (f *failure) Error() string { return "could not " + f.doing + ": " + f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+// doing returns err (nil stays nil) with what the session was doing.
+func doing(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	return &failure{err: err, doing: what}
+}
+
+// errorFor is the error frame that answers err: the protocol's one
+// mapping of the error vocabulary. details always carry the code; an
+// invalid frame's also carry its path and type. Internal causes go to the
+// log, not to the client.
+func (h *Handler) errorFor(err error, what string) agentloopapi.Outbound {
+	perr := protocol.AsError(err)
+	details := map[string]any{"code": string(perr.Code)}
+	msg := perr.Message
+	switch perr.Code {
+	case protocol.CodeUnknownType:
+		msg = "Unknown message type: " + perr.Type
+		details["type"] = perr.Type
+	case protocol.CodeInvalid:
+		if we, decoding := wire.AsError(err); decoding {
+			msg = "Invalid message: " + we.Error()
+			if we.Kind == wire.KindSyntax {
+				msg = "Invalid JSON: " + we.Error()
+			}
+		}
+		if perr.Path != "" {
+			details["path"] = perr.Path
+		}
+		if perr.Type != "" {
+			details["type"] = perr.Type
+		}
+	case protocol.CodeUnavailable:
+		msg = "The server is shutting down; try again shortly"
+	case protocol.CodeInternal:
+		h.log.Error("agentloop: could not "+what, "err", err)
+		msg = "Failed to " + what + ": internal error"
+	}
+	return errorFrame(msg, details)
+}
+
+// begin registers a connection's follow. Its context ends with ctx, with
+// cancel, or when the adapter shuts down; done must be called once the
+// follow has ended. ok is false once the adapter is shutting down.
+func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, nil, nil, false
+	}
+	h.follows.Add(1)
+	fctx, cancelCtx := context.WithCancel(ctx)
+	unhook := context.AfterFunc(h.stopped, cancelCtx)
+	return fctx, cancelCtx, func() {
+		unhook()
+		cancelCtx()
+		h.follows.Done()
+	}, true
+}

@@ -1,0 +1,418 @@
+package agentloop
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/agentwire/agentwire/generated/agentloopapi"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/tools"
+)
+
+// strategyName is what context_info and context_compacted call the
+// context strategy: the original server's name for the same one.
+const strategyName = "ThresholdContextManager"
+
+// shellTool is the tool whose calls show as local_shell_call items.
+const shellTool = "bash"
+
+// projector turns one connection's view of a thread's events into
+// AgentLoop frames. It groups the canonical events into complete response
+// items: a call's item waits until the call is cleared to run or its fate
+// is known (after its approval, as the document's sequence shows), and its
+// output carries the exit code and duration. It also keeps what the
+// connection's handler needs to answer the client: the approval request
+// or question the thread waits on, and the user messages this connection
+// posted itself, which it does not echo.
+//
+// Project runs on the connection's follow goroutine; the handler calls
+// the other methods from the read goroutine.
+type projector struct {
+	// head is the seq up to which events are replayed history: replayed
+	// turns are not followed by context_info, and answers given elsewhere
+	// are not announced.
+	head int64
+
+	calls   map[string]*call // by call id, until its output is sent
+	compact map[string]bool  // runs that only compact
+
+	// wantInfo is set by Project when the frames it returned end a turn
+	// live: the session follows them with a context_info.
+	wantInfo bool
+
+	// replayed is the approval request met in replayed history and not
+	// resolved in it so far: it is sent once the history is, so that a
+	// client joining a thread is asked only what is still pending.
+	replayed *event.ToolApprovalRequested
+
+	mu       sync.Mutex
+	approval *approval       // the approval request the thread waits on
+	question string          // the input request the thread waits on
+	own      map[string]bool // ids of user messages this connection posted
+	answered map[string]bool // call ids this connection answered
+}
+
+// call is a tool call whose item or output is not sent yet.
+type call struct {
+	name  string
+	args  string
+	shown bool // its item was sent
+}
+
+// approval is a pending approval request.
+type approval struct {
+	callID string
+	patch  string // the patch under review; "" for a command
+}
+
+var _ protocol.Projector[agentloopapi.Outbound] = (*projector)(nil)
+
+func newProjector(head int64) *projector {
+	return &projector{head: head, calls: map[string]*call{}, compact: map[string]bool{},
+		own: map[string]bool{}, answered: map[string]bool{}}
+}
+
+// Project returns the frames e shows as.
+func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
+	out := p.project(e)
+	if e.Seq == p.head && p.replayed != nil {
+		// The end of the history: the request it leaves pending.
+		out = append(out, approvalRequest(*p.replayed))
+		p.replayed = nil
+	}
+	return out
+}
+
+func (p *projector) project(e event.Event) []agentloopapi.Outbound {
+	live := e.Seq > p.head
+	p.wantInfo = false
+	switch v := e.Payload.(type) {
+	case event.RunStarted:
+		if v.Strategy == event.StrategyCompact {
+			p.compact[e.Run] = true
+			return nil
+		}
+		return one(loading(true))
+	case event.MessageUser:
+		p.mu.Lock()
+		mine := p.own[v.MessageID]
+		delete(p.own, v.MessageID)
+		p.mu.Unlock()
+		if mine || strings.TrimSpace(v.Text) == "" {
+			return nil
+		}
+		return one(message(v.MessageID, "user", v.Text))
+	case event.MessageCompleted:
+		if strings.TrimSpace(v.Text) == "" {
+			return nil
+		}
+		role := "assistant"
+		if v.Role == event.RoleSystem {
+			role = "system"
+		}
+		return one(message(v.MessageID, role, v.Text))
+	case event.ReasoningCompleted:
+		if strings.TrimSpace(v.Text) == "" {
+			return nil // a signature alone
+		}
+		item := agentloopapi.ReasoningItem{ID: v.ReasoningID, Content: text(v.Text)}
+		if v.DurationMS > 0 {
+			item.DurationMS = new(int(v.DurationMS))
+		}
+		return one(responseItem(item))
+	case event.ToolCallCompleted:
+		p.calls[v.CallID] = &call{name: v.Name, args: string(v.Arguments)}
+		return nil
+	case event.ToolApprovalRequested:
+		p.mu.Lock()
+		p.approval = &approval{callID: v.CallID, patch: v.Patch}
+		p.mu.Unlock()
+		if !live {
+			p.replayed = &v
+			return nil
+		}
+		return one(approvalRequest(v))
+	case event.ToolApprovalResolved:
+		if p.replayed != nil && p.replayed.CallID == v.CallID {
+			p.replayed = nil
+		}
+		p.mu.Lock()
+		if p.approval != nil && p.approval.callID == v.CallID {
+			p.approval = nil
+		}
+		mine := p.answered[v.CallID]
+		delete(p.answered, v.CallID)
+		p.mu.Unlock()
+		var out []agentloopapi.Outbound
+		if live && !mine {
+			out = append(out, message("notice_"+e.ID, "system", answeredElsewhere(v.Decision)))
+		}
+		if v.Decision != event.DecisionExplain {
+			out = append(out, p.showCall(v.CallID)...)
+		}
+		return out
+	case event.ToolExecStarted:
+		return p.showCall(v.CallID)
+	case event.ToolExecCompleted:
+		out := p.showCall(v.CallID)
+		c := p.calls[v.CallID]
+		delete(p.calls, v.CallID)
+		name := v.Name
+		if c != nil {
+			name = c.name
+		}
+		return append(out, callOutput(name, v))
+	case event.InputRequested:
+		p.mu.Lock()
+		p.question = v.RequestID
+		p.mu.Unlock()
+		return one(message(v.RequestID, "assistant", v.Prompt+"\n\n(Your next message answers this question.)"))
+	case event.InputProvided:
+		p.clearQuestion(v.RequestID)
+		return nil
+	case event.InputTimedOut:
+		p.clearQuestion(v.RequestID)
+		return one(message("timeout_"+v.RequestID, "system", "Nobody answered the agent's question in time; it carries on without an answer."))
+	case event.UIRequested:
+		return one(message(v.RequestID, "system", "The agent asks to show a "+v.Component+
+			" component, which this client cannot show. A client of a protocol with UI components (AG2 chat.*) can answer it; until then the turn waits."))
+	case event.ContextCompacted:
+		return one(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+			OldTokenCount: max(v.OldTokens, 0), NewTokenCount: max(v.NewTokens, 0),
+			ReductionPercent: reduction(v.OldTokens, v.NewTokens), Strategy: strategyName,
+		}))
+	case event.RunCompleted:
+		return p.endRun(e, live, v.Reason, "", "")
+	case event.RunFailed:
+		return p.endRun(e, live, "", v.Code, v.Message)
+	case event.RunCancelled:
+		reason := "cancelled"
+		if v.Reason == event.CodeDenied {
+			reason = event.CodeDenied
+		}
+		return p.endRun(e, live, reason, "", "")
+	}
+	return nil
+}
+
+// endRun is what a run's end shows as: loading_state false,
+// agent_finished and (live) context_info for a turn; for a failed turn a
+// system message and an error frame before loading_state false; for a
+// compaction only what went wrong.
+func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []agentloopapi.Outbound {
+	p.mu.Lock()
+	p.approval, p.question = nil, "" // nothing waits once the run is over
+	p.mu.Unlock()
+	clear(p.calls)
+	if p.compact[e.Run] {
+		delete(p.compact, e.Run)
+		switch {
+		case code != "":
+			return one(errorFrame("Compaction failed: "+msg, map[string]any{"code": code}))
+		case reason == "nothing_to_compact":
+			return one(errorFrame("There is nothing to compact yet: the conversation is too short.", map[string]any{"code": string(protocol.CodeInvalid)}))
+		case reason == "cancelled":
+			return one(errorFrame("The compaction was cancelled.", map[string]any{"code": "cancelled"}))
+		}
+		return nil
+	}
+	if code != "" {
+		return []agentloopapi.Outbound{
+			message("failed_"+e.Run, "system", "⚠️ "+msg),
+			errorFrame(msg, map[string]any{"code": code}),
+			loading(false),
+		}
+	}
+	var out []agentloopapi.Outbound
+	if reason == "cancelled" {
+		out = append(out, message("cancelled_"+e.Run, "system", "The turn was cancelled."))
+	}
+	out = append(out, loading(false), agentloopapi.NewAgentFinishedMessage(frameID(), agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run}))
+	p.wantInfo = live
+	return out
+}
+
+// showCall returns the item of a call the first time it is asked for.
+func (p *projector) showCall(id string) []agentloopapi.Outbound {
+	c := p.calls[id]
+	if c == nil || c.shown {
+		return nil
+	}
+	c.shown = true
+	if c.name == shellTool {
+		return one(responseItem(agentloopapi.LocalShellCallItem{ID: id, CallID: &id, Status: "completed",
+			Action: agentloopapi.LocalShellCallItemAction{Command: shellArgv(c.args)}}))
+	}
+	return one(responseItem(agentloopapi.FunctionCallItem{ID: id, CallID: id, Name: c.name, Arguments: c.args}))
+}
+
+func (p *projector) clearQuestion(id string) {
+	p.mu.Lock()
+	if p.question == id {
+		p.question = ""
+	}
+	p.mu.Unlock()
+}
+
+// pendingApproval returns the approval request the thread waits on.
+func (p *projector) pendingApproval() (approval, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.approval == nil {
+		return approval{}, false
+	}
+	return *p.approval, true
+}
+
+// pendingQuestion returns the id of the input request the thread waits on.
+func (p *projector) pendingQuestion() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.question
+}
+
+// answer marks a call this connection answered, so that its resolution is
+// not announced to it as someone else's.
+func (p *projector) answer(callID string) {
+	p.mu.Lock()
+	p.answered[callID] = true
+	p.mu.Unlock()
+}
+
+// unanswer forgets an answer the core refused.
+func (p *projector) unanswer(callID string) {
+	p.mu.Lock()
+	delete(p.answered, callID)
+	p.mu.Unlock()
+}
+
+// posting runs post, which posts a user message, with the projection of
+// user messages held, and records the message it posted as this
+// connection's own: its echo, which can be committed before post returns,
+// is then never shown to it.
+func (p *projector) posting(post func() (messageID string, err error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, err := post()
+	if err == nil && id != "" {
+		p.own[id] = true
+	}
+	return err
+}
+
+func approvalRequest(v event.ToolApprovalRequested) agentloopapi.ApprovalRequestMessage {
+	payload := agentloopapi.ApprovalRequestMessagePayload{Command: v.Command}
+	switch {
+	case v.Patch != "":
+		payload.Command = []string{"apply_patch", v.Patch}
+		payload.ApplyPatch = &agentloopapi.ApplyPatchCommand{Patch: v.Patch}
+	case len(v.Command) == 0:
+		args := string(v.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		payload.Command = []string{v.Name, args}
+	}
+	return agentloopapi.NewApprovalRequestMessage(frameID(), payload)
+}
+
+// callOutput is a call's output item: the documented JSON string with the
+// output text, exit code and duration.
+func callOutput(name string, v event.ToolExecCompleted) agentloopapi.Outbound {
+	code := 0
+	switch {
+	case v.ExitCode != nil:
+		code = *v.ExitCode
+	case v.IsError:
+		code = 1
+	}
+	out, _ := json.Marshal(struct {
+		Output   string `json:"output"`
+		Metadata struct {
+			ExitCode        int     `json:"exit_code"`
+			DurationSeconds float64 `json:"duration_seconds"`
+		} `json:"metadata"`
+	}{Output: v.Result, Metadata: struct {
+		ExitCode        int     `json:"exit_code"`
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{code, math.Round(float64(v.DurationMS)/100) / 10}})
+	id := "output_" + v.CallID
+	if name == shellTool {
+		return responseItem(agentloopapi.LocalShellCallOutputItem{ID: id, CallID: &v.CallID, Output: string(out)})
+	}
+	return responseItem(agentloopapi.FunctionCallOutputItem{ID: id, CallID: v.CallID, Output: string(out)})
+}
+
+// shellArgv is a shell call's command as words: its command line split as
+// the shell would, or ["bash", "-c", line] when it cannot be split.
+func shellArgv(args string) []string {
+	var a struct {
+		Command string `json:"command"`
+	}
+	_ = json.Unmarshal([]byte(args), &a)
+	if patch, ok := tools.ApplyPatchCommand(a.Command); ok {
+		return []string{"apply_patch", patch}
+	}
+	if words, err := tools.SplitCommand(a.Command); err == nil && len(words) > 0 {
+		return words
+	}
+	return []string{"bash", "-c", a.Command}
+}
+
+func answeredElsewhere(d event.Decision) string {
+	what := map[event.Decision]string{
+		event.DecisionApprove:       "approved it",
+		event.DecisionApproveAlways: "approved it, and the same kind of call from now on",
+		event.DecisionDenyContinue:  "denied it; the agent carries on",
+		event.DecisionDenyStop:      "denied it and stopped the turn",
+		event.DecisionExplain:       "asked the agent to explain it",
+	}[d]
+	if what == "" {
+		what = "answered it"
+	}
+	return "The approval request was answered from another client, which " + what + "."
+}
+
+func reduction(old, new int) float64 {
+	if old <= 0 {
+		return 0
+	}
+	return math.Round(float64(old-new)/float64(old)*1000) / 10
+}
+
+func loading(on bool) agentloopapi.Outbound {
+	return agentloopapi.NewLoadingStateMessage(frameID(), agentloopapi.LoadingStateMessagePayload{Loading: on})
+}
+
+func message(id, role, s string) agentloopapi.Outbound {
+	return responseItem(agentloopapi.MessageItem{ID: id, Role: role, Content: text(s)})
+}
+
+func responseItem(v agentloopapi.ResponseItemValue) agentloopapi.Outbound {
+	return agentloopapi.NewResponseItemMessage(frameID(), agentloopapi.ResponseItem{Value: v})
+}
+
+// errorFrame is an error frame with details (nil: none).
+func errorFrame(msg string, details map[string]any) agentloopapi.Outbound {
+	payload := agentloopapi.ErrorMessagePayload{Message: msg}
+	if details != nil {
+		payload.Details, _ = json.Marshal(details)
+	}
+	return agentloopapi.NewErrorMessage(frameID(), payload)
+}
+
+// text is the content of a message or reasoning item: one input_text part,
+// as every example of the document has.
+func text(s string) []agentloopapi.ContentPart {
+	return []agentloopapi.ContentPart{{Type: "input_text", Text: s}}
+}
+
+// frameID is a fresh frame id: a random UUID.
+func frameID() string { return uuid.NewString() }
+
+func one(m agentloopapi.Outbound) []agentloopapi.Outbound { return []agentloopapi.Outbound{m} }
