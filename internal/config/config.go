@@ -15,20 +15,27 @@ import (
 	"time"
 )
 
-// Protocols served, by the names --listen takes.
-var Protocols = []string{"agentchat", "ag2", "threads", "loom", "agentloop"}
-
 // Config is the server's whole configuration.
 type Config struct {
 	// Addr is the main listener; every protocol is served on it at its path.
 	Addr string
 	// Listen maps a protocol to an extra address that serves only that
-	// protocol, at the root as well as at its path.
+	// protocol, at the root as well as at its path. The server refuses a
+	// protocol it does not serve.
 	Listen map[string]string
 	// DataDir holds the SQLite database when DatabaseURL is empty.
 	DataDir string
 	// DatabaseURL selects PostgreSQL when it is a postgres:// URL.
 	DatabaseURL string
+	// BusURL selects the NATS bus (nats://…) that joins this server to the
+	// other nodes sharing DatabaseURL; empty runs a single node.
+	BusURL string
+	// NodeID names this server in run claims and logs; empty is the host
+	// name and a random suffix.
+	NodeID string
+	// RunLease is how long a node's claim on a thread's run lasts without
+	// renewal: how soon another node takes over a dead node's threads.
+	RunLease time.Duration
 	// Workdir is the folder tools work in.
 	Workdir string
 	// LLM is the provider (openai, anthropic, gemini, scripted); empty
@@ -38,17 +45,81 @@ type Config struct {
 	Model string
 	// Scenario is a scripted-model scenario file or folder.
 	Scenario string
+	// Workflows is the folder of multi-agent workflow files (YAML, see
+	// docs/WORKFLOWS.md); empty offers only the built-in workflows.
+	Workflows string
 	// ApprovalPolicy is suggest, auto-edit, full-auto or read-only.
 	ApprovalPolicy string
 	// MaxSteps caps the model calls of one run.
 	MaxSteps int
+	// TotBranches and TotDepth shape the tot strategy's tree: candidates
+	// per step, and levels. GraphParallel caps the got nodes run at once.
+	TotBranches, TotDepth, GraphParallel int
+	// RunRate is how many runs a principal may start a minute (0: no
+	// limit), RunBurst how many at once.
+	RunRate, RunBurst int
+	// CompactThreshold is the share of the model's context window (0..1)
+	// past which a run compacts the conversation before calling the model;
+	// 0 turns automatic compaction off.
+	CompactThreshold float64
+	// ContextWindow overrides the model's context window, in tokens; 0
+	// takes it from the table of known models (llm.ContextWindow).
+	ContextWindow int
 	// AgentchatBroadcast is "session" (events go to the sockets of the same
 	// session) or "all" (every socket, as the original server did).
 	AgentchatBroadcast string
+	// AgentchatStream is how agentchat sockets get the agent's text:
+	// "message" (one agent_message per finished message, the document's
+	// shape) or "chunks" (one agent_message per model text chunk, as it
+	// streams). A socket's ?stream= overrides it.
+	AgentchatStream string
+	// CoalesceDeltas is "auto" (merge the deltas that gather behind a slow
+	// commit for vendor models, not for the scripted one), "on" or "off"
+	// (agent.Config.CoalesceDeltas).
+	CoalesceDeltas string
 	// ShutdownGrace is how long running turns may go on after a stop signal.
 	ShutdownGrace time.Duration
+	// DebugAddr, when set, is a loopback address that serves the Go
+	// profiler (net/http/pprof) and runtime metrics; empty serves none.
+	DebugAddr string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+
+	// Auth is how requests are authenticated: none, keys or jwt.
+	Auth string
+	// APIKeysFile and APIKeys (AGENTWIRE_API_KEYS) hold principal=key
+	// pairs for --auth keys.
+	APIKeysFile, APIKeys string
+	// JWTKeys (a PEM or JWK Set file) or JWTSecret (AGENTWIRE_JWT_SECRET)
+	// verify tokens for --auth jwt; JWTAudience, if set, must be theirs.
+	JWTKeys, JWTSecret, JWTAudience string
+	// InsecureNoAuth allows --auth none on a listener that is not loopback.
+	InsecureNoAuth bool
+	// AllowedHosts are Host names served besides the loopback names and IP
+	// addresses (DNS rebinding protection).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins (patterns with one '*') that
+	// may open WebSockets, post, and read the threads API cross-origin.
+	AllowedOrigins []string
+	// MaxConns and MaxConnsPerIP cap the connections open at once, in all
+	// and from one client address.
+	MaxConns, MaxConnsPerIP int
+	// BodyTimeout bounds reading a request's body.
+	BodyTimeout time.Duration
+
+	// InputTimeout bounds how long a run waits for a person's answer to an
+	// input or UI request (0: no limit).
+	InputTimeout time.Duration
+	// AG2Rate and AG2Burst are the token bucket of AG2 chat.* client
+	// messages, per socket and per user_id: messages a second and burst.
+	AG2Rate  float64
+	AG2Burst int
+	// AG2LegacyTypes makes the AG2 adapter also send the legacy
+	// un-namespaced duplicate of every chat.* frame.
+	AG2LegacyTypes bool
+	// Prices is a YAML price table (USD per million tokens by model) that
+	// replaces the built-in one for usage costs.
+	Prices string
 
 	// Provider credentials, read from their conventional variables.
 	OpenAIAPIKey    string
@@ -74,13 +145,39 @@ func (l listenFlag) Set(v string) error {
 		if !ok || addr == "" {
 			return fmt.Errorf("want proto=addr, got %q", item)
 		}
-		if !slices.Contains(Protocols, proto) {
-			return fmt.Errorf("unknown protocol %q (want one of %s)", proto, strings.Join(Protocols, ", "))
+		if !validProtoName(proto) {
+			return fmt.Errorf("protocol name %q: want lower-case letters and digits, e.g. threads=127.0.0.1:3030", proto)
 		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("bad address %q: %v", addr, err)
 		}
 		l[proto] = addr
+	}
+	return nil
+}
+
+func validProtoName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// listFlag collects comma-separated values; repeating the flag adds more.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			*l = append(*l, item)
+		}
 	}
 	return nil
 }
@@ -97,15 +194,44 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	fs.Var(listenFlag(c.Listen), "listen", "proto=addr: also serve one protocol at the root of its own address (repeatable), e.g. threads=127.0.0.1:3030")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder for the SQLite database")
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "postgres:// URL to keep threads in PostgreSQL instead of SQLite")
+	fs.StringVar(&c.BusURL, "bus-url", "", "nats:// URL of the bus that joins several servers sharing --database-url (empty: one node)")
+	fs.StringVar(&c.NodeID, "node-id", "", "this server's name in run claims and logs (default: host name and a random suffix)")
+	fs.DurationVar(&c.RunLease, "run-lease", 15*time.Second, "how long a run claim lasts without renewal: how soon another node takes over a dead node's threads")
 	fs.StringVar(&c.Workdir, "workdir", "./workspace", "working folder the agent's tools are confined to")
 	fs.StringVar(&c.LLM, "llm", "", "model provider: openai, anthropic, gemini or scripted (default: from the API keys set, else scripted)")
 	fs.StringVar(&c.Model, "model", "", "model name (default: the provider's default)")
 	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model")
+	fs.StringVar(&c.Workflows, "workflows", "", "folder of multi-agent workflow files (NAME.yaml; see docs/WORKFLOWS.md); the built-in default and dev-team are always there")
 	fs.StringVar(&c.ApprovalPolicy, "approval-policy", "suggest", "suggest, auto-edit, full-auto or read-only")
 	fs.IntVar(&c.MaxSteps, "max-steps", 10, "most model calls in one run")
+	fs.IntVar(&c.TotBranches, "tot-branches", 3, "candidate thoughts the tot strategy proposes per step")
+	fs.IntVar(&c.TotDepth, "tot-depth", 5, "most levels of the tot strategy's tree")
+	fs.IntVar(&c.GraphParallel, "graph-parallel", 4, "most sub-tasks the got strategies run at once in a run")
+	fs.IntVar(&c.RunRate, "run-rate", 600, "runs a principal may start a minute, on all protocols together (0: no limit)")
+	fs.IntVar(&c.RunBurst, "run-burst", 100, "runs a principal may start at once before --run-rate applies")
+	fs.Float64Var(&c.CompactThreshold, "compact-threshold", 0.8, "share of the model's context window (0..1) past which the conversation is compacted into a summary; 0: never automatically")
+	fs.IntVar(&c.ContextWindow, "context-window", 0, "the model's context window in tokens (default: from the table of known models)")
 	fs.StringVar(&c.AgentchatBroadcast, "agentchat-broadcast", "session", "agentchat delivery: session (sockets of the same session) or all (every socket)")
+	fs.StringVar(&c.AgentchatStream, "agentchat-stream", "message", "agentchat text: message (one agent_message per finished message) or chunks (one per model text chunk as it streams); a socket's ?stream= overrides it")
+	fs.StringVar(&c.CoalesceDeltas, "coalesce-deltas", "auto", "merge the streamed deltas of one message that gather while a commit is in flight into one event: auto (on, except for the scripted model, whose scenarios contract tests replay chunk for chunk), on or off")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long running turns may finish after SIGINT/SIGTERM")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars and /debug/metrics (default: off)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.Auth, "auth", "none", "authentication: none, keys (API keys from AGENTWIRE_API_KEYS or --api-keys-file) or jwt (--jwt-keys or AGENTWIRE_JWT_SECRET)")
+	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "file of principal=key lines for --auth keys ('#' comments)")
+	fs.StringVar(&c.JWTKeys, "jwt-keys", "", "PEM public keys (RSA, Ed25519) or a JWK Set file for --auth jwt")
+	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "the audience a token must name, for --auth jwt")
+	fs.BoolVar(&c.InsecureNoAuth, "insecure-no-auth", false, "allow --auth none on an address other machines can reach")
+	fs.Var((*listFlag)(&c.AllowedHosts), "allowed-hosts", "Host names to serve besides the loopback names and IP addresses, comma-separated (e.g. agents.example.com)")
+	fs.Var((*listFlag)(&c.AllowedOrigins), "allowed-origins", "browser origins allowed cross-origin, comma-separated, one '*' each (e.g. http://localhost:5173,https://*.example.com)")
+	fs.IntVar(&c.MaxConns, "max-conns", 1024, "connections open at once, in all")
+	fs.IntVar(&c.MaxConnsPerIP, "max-conns-per-ip", 128, "connections open at once from one client address")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", 30*time.Second, "how long a client may take to send a request's body")
+	fs.DurationVar(&c.InputTimeout, "input-timeout", 10*time.Minute, "how long a run waits for a person's answer to an input or UI request (0: no limit)")
+	fs.Float64Var(&c.AG2Rate, "ag2-rate", 5, "AG2 chat.* client messages a second, per socket and per user_id (0: no limit)")
+	fs.IntVar(&c.AG2Burst, "ag2-burst", 10, "AG2 chat.* client messages at once before --ag2-rate applies")
+	fs.BoolVar(&c.AG2LegacyTypes, "ag2-legacy-types", false, "AG2: also send the legacy un-namespaced duplicate of every chat.* frame, for old frontends")
+	fs.StringVar(&c.Prices, "prices", "", "YAML price table (USD per million prompt/completion tokens by model) for usage costs (default: built in)")
 
 	// Environment first, so flags given on the command line override it.
 	var envErr error
@@ -126,6 +252,8 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	if fs.NArg() > 0 {
 		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	c.APIKeys = getenv("AGENTWIRE_API_KEYS")
+	c.JWTSecret = getenv("AGENTWIRE_JWT_SECRET")
 	c.OpenAIAPIKey = getenv("OPENAI_API_KEY")
 	c.OpenAIBaseURL = getenv("OPENAI_BASE_URL")
 	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
@@ -153,14 +281,72 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--agentchat-broadcast %q: want session or all", c.AgentchatBroadcast))
 	}
+	switch c.AgentchatStream {
+	case "message", "chunks":
+	default:
+		errs = append(errs, fmt.Errorf("--agentchat-stream %q: want message or chunks", c.AgentchatStream))
+	}
+	switch c.CoalesceDeltas {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("--coalesce-deltas %q: want auto, on or off", c.CoalesceDeltas))
+	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		errs = append(errs, fmt.Errorf("--database-url: only postgres:// URLs are supported"))
+	}
+	if c.CompactThreshold < 0 || c.CompactThreshold > 1 {
+		errs = append(errs, fmt.Errorf("--compact-threshold %v: want a share between 0 and 1, e.g. 0.8", c.CompactThreshold))
+	}
+	if c.InputTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--input-timeout %v: want a duration, or 0 for no limit", c.InputTimeout))
+	}
+	if c.AG2Rate < 0 || c.AG2Burst < 1 {
+		errs = append(errs, fmt.Errorf("--ag2-rate %v, --ag2-burst %d: want a rate of 0 (no limit) or more and a burst of 1 or more", c.AG2Rate, c.AG2Burst))
+	}
+	if c.ContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("--context-window must not be negative"))
+	}
+	if c.BusURL != "" && !strings.HasPrefix(c.BusURL, "nats://") && !strings.HasPrefix(c.BusURL, "tls://") {
+		errs = append(errs, fmt.Errorf("--bus-url: only nats:// (or tls://) URLs are supported"))
+	}
+	if c.BusURL != "" && c.DatabaseURL == "" {
+		errs = append(errs, fmt.Errorf("--bus-url joins servers that share a database: set --database-url too (SQLite is one server's)"))
+	}
+	if c.RunLease < time.Second {
+		errs = append(errs, fmt.Errorf("--run-lease must be at least 1s"))
+	}
+	switch c.Auth {
+	case "none", "keys", "jwt":
+	default:
+		errs = append(errs, fmt.Errorf("--auth %q: want none, keys or jwt", c.Auth))
+	}
+	if c.MaxConns < 1 || c.MaxConnsPerIP < 1 {
+		errs = append(errs, fmt.Errorf("--max-conns and --max-conns-per-ip must be at least 1"))
+	}
+	if c.BodyTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--body-timeout must be at least 1s"))
+	}
+	for _, o := range c.AllowedOrigins {
+		if strings.Count(o, "*") > 1 || !strings.Contains(o, "://") {
+			errs = append(errs, fmt.Errorf("--allowed-origins %q: want scheme://host[:port], with at most one '*'", o))
+		}
+	}
+	if c.RunRate < 0 || c.RunBurst < 1 {
+		errs = append(errs, fmt.Errorf("--run-rate must be 0 or more and --run-burst at least 1"))
 	}
 	if c.MaxSteps < 1 {
 		errs = append(errs, fmt.Errorf("--max-steps must be at least 1"))
 	}
+	if c.TotBranches < 1 || c.TotDepth < 1 || c.GraphParallel < 1 {
+		errs = append(errs, fmt.Errorf("--tot-branches, --tot-depth and --graph-parallel must be at least 1"))
+	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("--addr %q: %v", c.Addr, err))
+	}
+	if c.DebugAddr != "" {
+		if _, _, err := net.SplitHostPort(c.DebugAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--debug-addr %q: %v", c.DebugAddr, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -25,23 +25,33 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "./workspace", c.Workdir)
 	assert.Equal(t, "suggest", c.ApprovalPolicy)
 	assert.Equal(t, "session", c.AgentchatBroadcast)
+	assert.Equal(t, "message", c.AgentchatStream)
 	assert.Equal(t, 10, c.MaxSteps)
+	assert.Equal(t, []int{3, 5, 4}, []int{c.TotBranches, c.TotDepth, c.GraphParallel})
+	assert.Equal(t, 0.8, c.CompactThreshold)
+	assert.Zero(t, c.ContextWindow, "0: from the model table")
 	assert.Equal(t, 10*time.Second, c.ShutdownGrace)
 	assert.Equal(t, "scripted", c.Provider())
 	assert.Empty(t, c.Listen)
+	assert.Empty(t, c.DebugAddr, "no debug listener unless asked for")
 }
 
 func TestEnvironmentAndFlags(t *testing.T) {
 	c, err := Parse(
 		[]string{"--addr", "127.0.0.1:9000", "--listen", "threads=127.0.0.1:3030", "--listen=loom=127.0.0.1:3031"},
 		env("AGENTWIRE_ADDR", "127.0.0.1:7000", "AGENTWIRE_APPROVAL_POLICY", "full-auto", "AGENTWIRE_DATA_DIR", "/tmp/x",
-			"AGENTWIRE_AGENTCHAT_BROADCAST", "all", "OPENAI_API_KEY", "sk-test"),
+			"AGENTWIRE_AGENTCHAT_BROADCAST", "all", "OPENAI_API_KEY", "sk-test", "AGENTWIRE_COMPACT_THRESHOLD", "0.5",
+			"AGENTWIRE_CONTEXT_WINDOW", "32000", "AGENTWIRE_AGENTCHAT_STREAM", "chunks", "AGENTWIRE_DEBUG_ADDR", "127.0.0.1:6060"),
 		io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:9000", c.Addr, "a flag wins over its variable")
 	assert.Equal(t, "full-auto", c.ApprovalPolicy)
 	assert.Equal(t, "/tmp/x", c.DataDir)
 	assert.Equal(t, "all", c.AgentchatBroadcast)
+	assert.Equal(t, "chunks", c.AgentchatStream)
+	assert.Equal(t, "127.0.0.1:6060", c.DebugAddr)
+	assert.Equal(t, 0.5, c.CompactThreshold)
+	assert.Equal(t, 32000, c.ContextWindow)
 	assert.Equal(t, map[string]string{"threads": "127.0.0.1:3030", "loom": "127.0.0.1:3031"}, c.Listen)
 	assert.Equal(t, "openai", c.Provider())
 }
@@ -75,12 +85,21 @@ func TestInvalid(t *testing.T) {
 	}{
 		{[]string{"--approval-policy", "yolo"}, env(), "--approval-policy"},
 		{[]string{"--llm", "gpt"}, env(), "--llm"},
-		{[]string{"--listen", "smtp=127.0.0.1:25"}, env(), "unknown protocol"},
+		{[]string{"--agentchat-stream", "tokens"}, env(), "--agentchat-stream"},
+		{[]string{"--coalesce-deltas", "yes"}, env(), "--coalesce-deltas"},
+		{nil, env("AGENTWIRE_AGENTCHAT_STREAM", "Chunks"), "--agentchat-stream"},
+		{[]string{"--compact-threshold", "1.5"}, env(), "--compact-threshold"},
+		{[]string{"--compact-threshold", "-0.1"}, env(), "--compact-threshold"},
+		{[]string{"--context-window", "-5"}, env(), "--context-window"},
+		{[]string{"--listen", "Bad Name=127.0.0.1:25"}, env(), "protocol name"},
 		{[]string{"--listen", "threads"}, env(), "proto=addr"},
 		{[]string{"--database-url", "mysql://x"}, env(), "postgres://"},
 		{nil, env("AGENTWIRE_MAX_STEPS", "many"), "AGENTWIRE_MAX_STEPS"},
 		{[]string{"stray"}, env(), "unexpected arguments"},
 		{[]string{"--addr", "nonsense"}, env(), "--addr"},
+		{[]string{"--debug-addr", "6060"}, env(), "--debug-addr"},
+		{[]string{"--tot-depth", "0"}, env(), "--tot-depth"},
+		{[]string{"--graph-parallel", "-1"}, env(), "--graph-parallel"},
 	} {
 		_, err := Parse(tc.args, tc.env, io.Discard)
 		require.Error(t, err, "%v", tc.args)

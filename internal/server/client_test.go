@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -46,6 +47,28 @@ func dialWS(url string, hc *http.Client) (*websocket.Conn, error) {
 	}
 	ws.SetReadLimit(64 << 20)
 	return ws, nil
+}
+
+// smallReceiveBuffer is an HTTP client whose connections have a fixed
+// 64 KiB receive buffer, so a server writing to a client that does not
+// read feels it after a few frames, whatever the kernel's autotuning.
+func smallReceiveBuffer() *http.Client {
+	var d net.Dialer
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				if err := tc.SetReadBuffer(64 << 10); err != nil {
+					c.Close()
+					return nil, err
+				}
+			}
+			return c, nil
+		},
+	}}
 }
 
 func chatFrame(message, session string) []byte {
@@ -125,14 +148,6 @@ func (c *wsClient) expect(want ...agentchatapi.Outbound) {
 		got := c.next()
 		require.Equal(c.t, w, got, "frame %d", i)
 	}
-}
-
-// until reads frames until one equals last, and returns them all.
-func (c *wsClient) until(last agentchatapi.Outbound) []agentchatapi.Outbound {
-	c.t.Helper()
-	got, err := readFrames(c.ws, func(m agentchatapi.Outbound) bool { return m == last })
-	require.NoError(c.t, err)
-	return got
 }
 
 // expectClose reads until the socket closes and checks the close code.

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/llm"
@@ -49,5 +50,31 @@ func newModel(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
 			desc = "scripted (offline, scenario " + cfg.Scenario + ")"
 		}
 		return scripted.New(scn, scripted.WithLogger(log)), desc, nil
+	}
+}
+
+// modelNamed returns the function that gives a workflow agent the model it
+// names: a model of the configured provider by that name, made once per
+// name. The scripted model plays the same scenario whatever the name.
+func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model) func(name string) (llm.Model, error) {
+	var mu sync.Mutex
+	made := map[string]llm.Model{}
+	return func(name string) (llm.Model, error) {
+		if cfg.Provider() == "scripted" || name == base.Name() {
+			return base, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if m, ok := made[name]; ok {
+			return m, nil
+		}
+		c := cfg
+		c.Model = name
+		m, _, err := newModel(c, log)
+		if err != nil {
+			return nil, err
+		}
+		made[name] = m
+		return m, nil
 	}
 }

@@ -1,7 +1,8 @@
 // Package server builds agentwire from its configuration — store, bus,
 // thread service, agent, run manager and the protocol adapters — and serves
 // it: the main listener carries every protocol at its path, each --listen
-// address carries one protocol at its root, and shutdown closes sockets
+// address carries one protocol at its root, --debug-addr (loopback only)
+// carries the profiler and runtime metrics, and shutdown closes sockets
 // with "going away", lets running turns finish for a grace period, cancels
 // the rest and flushes the store.
 package server
@@ -15,6 +16,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -22,10 +24,15 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/auth"
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
+	busnats "github.com/agentwire/agentwire/internal/bus/nats"
 	"github.com/agentwire/agentwire/internal/config"
-	"github.com/agentwire/agentwire/internal/protocol/agentchat"
-	"github.com/agentwire/agentwire/internal/protocol/threads"
+	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/identity"
+	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
@@ -35,6 +42,7 @@ import (
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/tools/builtin"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
+	"github.com/agentwire/agentwire/internal/workflow"
 )
 
 // Server is a configured agentwire, ready to Start.
@@ -43,21 +51,37 @@ type Server struct {
 	log       *slog.Logger
 	ModelDesc string // what the banner says about the model
 
-	store   store.Log
-	bus     *local.Bus
-	threads *thread.Service
-	runs    *runs.Manager
-	root    *sandbox.Root
-	reg     *wsconn.Registry
-	chat    *agentchat.Handler
-	rest    *threads.Handler // the threads REST + SSE protocol
-	core    *core
+	store    store.Store
+	bus      bus.Bus
+	threads  *thread.Service
+	runs     *runs.Manager
+	root     *sandbox.Root
+	reg      *wsconn.Registry
+	core     *core
+	node     string
+	authn    identity.Authenticator
+	guard    *guard
+	caps     *connCaps
+	busUp    func() bool  // nil: an in-process bus, always up
+	dirLock  *dataDirLock // the SQLite data directory, held while the server runs
+	adapters []adapter    // the registry's protocols, built
 
 	mu        sync.Mutex
+	stopping  bool
 	servers   []*http.Server
 	addrs     map[string]string // listener name ("main" or a protocol) -> bound address
+	debugAddr string            // the bound --debug-addr, "" without one
+	// endDebug cancels the debug listener's requests at shutdown: a CPU
+	// profile or trace in progress ends and is sent at once.
+	endDebug  context.CancelFunc
 	serveErrs chan error
 	wg        sync.WaitGroup
+}
+
+// adapter is a protocol's adapter with its name.
+type adapter struct {
+	name string
+	protocol.Adapter
 }
 
 // Options are what tests and embedders may set beyond the Config.
@@ -66,10 +90,20 @@ type Options struct {
 	Conn wsconn.Options
 	// Heartbeat is the SSE keep-alive interval (default 15 s).
 	Heartbeat time.Duration
+	// Protocols replaces the registry (Protocols()).
+	Protocols []protocol.Registration
+	// Bus wraps the bus the server would use (tests observe commands).
+	Bus func(bus.Bus) bus.Bus
+	// Verify, when set, is given every frame and event the adapters send
+	// with its schema's verdict (see protocol.Env.Verify).
+	Verify func(proto string, frame []byte, err error)
 }
 
 // New builds a Server. Close it with Shutdown, even if Start is never called.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Server, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	s := &Server{cfg: cfg, log: log, addrs: map[string]string{}, serveErrs: make(chan error, 8)}
 	ok := false
 	defer func() {
@@ -78,11 +112,48 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		}
 	}()
 
+	registry := opts.Protocols
+	if registry == nil {
+		registry = Protocols()
+	}
+	if err := checkListen(cfg, registry); err != nil {
+		return nil, err
+	}
+
+	s.node = cfg.NodeID
+	if s.node == "" {
+		s.node = nodeID()
+	}
 	var err error
+	if cfg.DatabaseURL == "" {
+		if s.dirLock, err = lockDataDir(cfg.DataDir, s.node); err != nil {
+			if errors.Is(err, errDataDirLocked) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("open the store: %w", err)
+		}
+	}
 	if s.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
-	s.bus = local.New()
+	if cfg.BusURL != "" {
+		// In a cluster every line says which node wrote it.
+		log = log.With("node", s.node)
+		s.log = log
+	}
+	var ready func() bool // whether this node may start runs
+	if cfg.BusURL != "" {
+		nb, err := busnats.Open(ctx, cfg.BusURL, busnats.Options{Name: s.node, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the bus: %w", err)
+		}
+		s.bus, ready, s.busUp = nb, nb.Connected, nb.Connected
+	} else {
+		s.bus = local.New()
+	}
+	if opts.Bus != nil {
+		s.bus = opts.Bus(s.bus)
+	}
 	s.threads = thread.New(s.store, s.bus, log, thread.Options{})
 
 	if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
@@ -102,26 +173,115 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		return nil, fmt.Errorf("set up the model: %w", err)
 	}
 	s.ModelDesc = desc
+	// The adapters see the model in use and its context window.
+	cfg.Model = model.Name()
+	if cfg.ContextWindow == 0 {
+		cfg.ContextWindow = llm.ContextWindow(cfg.Model)
+	}
 	ag := agent.New(agent.Config{
 		Model: model, Tools: toolset, Policy: policy, MaxSteps: cfg.MaxSteps,
+		TotBranches: cfg.TotBranches, TotDepth: cfg.TotDepth, GraphParallel: cfg.GraphParallel,
 		System: systemPrompt, Logger: log,
+		ContextWindow: cfg.ContextWindow, CompactThreshold: cfg.CompactThreshold,
+		InputTimeout: cfg.InputTimeout,
+		// By default scripted scenarios are played chunk for chunk, so
+		// that contract tests see the same frames every run.
+		CoalesceDeltas: cfg.CoalesceDeltas == "on" || (cfg.CoalesceDeltas == "auto" && cfg.Provider() != "scripted"),
 	})
-	s.runs = runs.New(s.threads, ag, log)
-	s.core = &core{threads: s.threads, runs: s.runs}
+	workflows, err := workflow.New(cfg.Workflows)
+	if err != nil {
+		return nil, fmt.Errorf("--workflows: %w", err)
+	}
+	for _, werr := range workflows.Check() {
+		log.Warn("a workflow does not load; runs of it will be refused", "err", werr)
+	}
+	prep := &preparer{root: s.root, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model)}
+	s.runs = runs.New(runs.Config{Log: s.threads, Claims: s.store, Bus: s.bus, Runner: ag, Node: s.node,
+		Lease: cfg.RunLease, Shared: cfg.BusURL != "", Prepare: prep.prepare, Ready: ready, Logger: log})
+	if err := s.runs.Recover(ctx); err != nil {
+		return nil, fmt.Errorf("recover unfinished runs: %w", err)
+	}
+	s.core = &core{threads: s.threads, runs: s.runs, owners: s.store, known: map[string]string{},
+		limits: newRunLimits(cfg.RunRate, cfg.RunBurst)}
 
 	s.reg = wsconn.NewRegistry()
+	s.authn, err = auth.New(auth.Config{Mode: cfg.Auth, APIKeys: cfg.APIKeys, APIKeysFile: cfg.APIKeysFile,
+		JWTKeys: cfg.JWTKeys, JWTSecret: cfg.JWTSecret, JWTAudience: cfg.JWTAudience})
+	if err != nil {
+		return nil, err
+	}
+	s.guard = newGuard(cfg, log)
+	s.caps = newConnCaps(cfg.MaxConns, cfg.MaxConnsPerIP, log)
 	connOpts := opts.Conn
-	connOpts.OriginPatterns = append(connOpts.OriginPatterns, "localhost:*", "127.0.0.1:*", "[::1]:*")
-	s.chat = agentchat.New(s.core, s.reg, agentchat.Options{Broadcast: cfg.AgentchatBroadcast, Conn: connOpts, Logger: log})
-	s.rest = threads.New(s.core, threads.Options{Heartbeat: opts.Heartbeat, Logger: log})
+	// The guard has checked the Origin of every upgrade before it gets here.
+	connOpts.SkipOriginCheck = true
+	connOpts.Subprotocols = []string{auth.Subprotocol}
+	env := protocol.Env{Core: s.core, Config: cfg, Conns: s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows}
+	for _, r := range registry {
+		a, err := r.New(env)
+		if err != nil {
+			return nil, fmt.Errorf("set up the %s protocol: %w", r.Name, err)
+		}
+		s.adapters = append(s.adapters, adapter{name: r.Name, Adapter: a})
+	}
 	ok = true
 	return s, nil
+}
+
+// checkListen refuses a --listen for a protocol the registry does not
+// have: the listener would serve nothing.
+func checkListen(cfg config.Config, registry []protocol.Registration) error {
+	names := make([]string, len(registry))
+	for i, r := range registry {
+		names[i] = r.Name
+	}
+	for _, proto := range slices.Sorted(maps.Keys(cfg.Listen)) {
+		if !slices.Contains(names, proto) {
+			return fmt.Errorf("--listen %s=%s: this build of agentwire does not serve a protocol named %q; it serves %s",
+				proto, cfg.Listen[proto], proto, strings.Join(names, ", "))
+		}
+	}
+	return nil
+}
+
+// authDesc says how requests are authenticated, for the banner.
+func authDesc(cfg config.Config) string {
+	switch cfg.Auth {
+	case "keys":
+		return "API keys (Authorization: Bearer <key>)"
+	case "jwt":
+		return "JSON Web Tokens (Authorization: Bearer <token>)"
+	}
+	if cfg.InsecureNoAuth {
+		return "none, on purpose (--insecure-no-auth): every request is anonymous's"
+	}
+	return "none: every request is anonymous's (loopback only)"
+}
+
+// redactURL drops a password from a URL for the banner.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// nodeID names this server process in run claims: the host name and a
+// random suffix, so that two processes on one machine differ.
+func nodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "agentwire"
+	}
+	id := event.NewID()
+	return host + "-" + strings.ToLower(id[len(id)-6:])
 }
 
 // openStore opens the thread store the configuration names. On failure
 // the store is a nil interface, never a nil pointer in one, so that the
 // cleanup in New skips it.
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Log, error) {
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
 		st, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: log})
 		if err != nil {
@@ -140,50 +300,60 @@ const systemPrompt = `You are the assistant of agentwire, working in a folder of
 Use the tools to look at files, change them and run commands when that helps; paths are relative to the working folder.
 Prefer reading before writing. Keep answers short and concrete, and say what you changed.`
 
-// routes registers one protocol's paths on mux; root also serves it at "/".
-func (s *Server) routes(mux *http.ServeMux, proto string, root bool) {
-	switch proto {
-	case "agentchat":
-		mux.Handle("GET /ws", s.chat)
-		if root {
-			mux.Handle("GET /{$}", s.chat)
-		}
-	case "threads":
-		mux.Handle(threads.PathThread, s.rest)
-		mux.Handle(threads.PathEvents, s.rest)
-	}
-}
-
-// served lists the protocols this build serves, with their paths.
-var served = []struct{ proto, scheme, path string }{
-	{"agentchat", "ws", "/ws"},
-	{"threads", "http", "/api/v1/threads/{threadId}"},
-}
-
+// handler is what a listener serves: every protocol of the registry at its
+// paths (only is ""), or one protocol at its paths and its root, plus the
+// health endpoints. Every request passes the guard (Host, Origin, CORS,
+// body deadline); every request but the health checks is authenticated
+// and carries its principal.
 func (s *Server) handler(only string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if _, err := s.store.LastSeq(ctx, "readyz"); err != nil {
-			http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "ready\n")
-	})
-	for _, p := range served {
-		if only == "" || only == p.proto {
-			s.routes(mux, p.proto, only != "")
+	mux.HandleFunc("GET /readyz", s.readyz)
+	for _, a := range s.adapters {
+		if only == "" || only == a.name {
+			a.Mount(mux, only != "")
 		}
 	}
-	return mux
+	outer := http.NewServeMux()
+	outer.Handle("GET /healthz", mux)
+	outer.Handle("GET /readyz", mux)
+	outer.Handle("/", identity.Middleware(s.authn, mux))
+	return s.guard.handler(outer)
 }
 
-// Start binds every listener and serves in the background.
+// readyz answers 200 while the server takes new work: the store answers
+// and shutdown has not begun. It names the protocols served.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	stopping := s.stopping
+	s.mu.Unlock()
+	if stopping {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.LastSeq(ctx, "readyz"); err != nil {
+		http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if s.busUp != nil && !s.busUp() {
+		http.Error(w, "bus unavailable: reconnecting to NATS", http.StatusServiceUnavailable)
+		return
+	}
+	names := make([]string, len(s.adapters))
+	for i, a := range s.adapters {
+		names[i] = a.name
+	}
+	fmt.Fprintf(w, "ready: %s\n", strings.Join(names, ", "))
+}
+
+// Start binds every listener and serves in the background: the main one,
+// each --listen, and the --debug-addr one when set. An address that must
+// not be served is refused before anything is bound.
 func (s *Server) Start() error {
 	type l struct{ name, addr string }
 	list := []l{{"main", s.cfg.Addr}}
@@ -191,28 +361,88 @@ func (s *Server) Start() error {
 		list = append(list, l{proto, s.cfg.Listen[proto]})
 	}
 	for _, it := range list {
-		ln, err := net.Listen("tcp", it.addr)
+		if err := s.checkExposure(it.addr); err != nil {
+			return err
+		}
+	}
+	if s.cfg.DebugAddr != "" {
+		if err := checkDebugAddr(s.cfg.DebugAddr); err != nil {
+			return err
+		}
+	}
+	for _, it := range list {
+		raw, err := net.Listen("tcp", it.addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s (%s): %w", it.addr, it.name, err)
 		}
+		ln := s.caps.wrap(raw)
 		only := ""
 		if it.name != "main" {
 			only = it.name
 		}
-		hs := &http.Server{Handler: s.handler(only), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		s.serve(it.name, s.handler(only), ln, nil)
 		s.mu.Lock()
-		s.servers = append(s.servers, hs)
 		s.addrs[it.name] = ln.Addr().String()
 		s.mu.Unlock()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.serveErrs <- fmt.Errorf("serve %s: %w", it.name, err)
-			}
-		}()
+	}
+	if s.cfg.DebugAddr != "" {
+		// Not under the connection caps: it serves this machine only, and
+		// must not take the protocols' places.
+		ln, err := listenDebug(s.cfg.DebugAddr)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s.mu.Lock()
+		s.debugAddr, s.endDebug = ln.Addr().String(), cancel
+		s.mu.Unlock()
+		s.serve("the debug listener", s.debugHandler(), ln, ctx)
 	}
 	return nil
+}
+
+// serve serves h on ln in the background until Shutdown, which waits for
+// it. The requests' contexts derive from base when it is not nil.
+func (s *Server) serve(name string, h http.Handler, ln net.Listener, base context.Context) {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	if base != nil {
+		hs.BaseContext = func(net.Listener) context.Context { return base }
+	}
+	s.mu.Lock()
+	s.servers = append(s.servers, hs)
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			// Errs reports the first failure; later ones, if nobody
+			// reads them, must not keep this goroutine from ending.
+			select {
+			case s.serveErrs <- fmt.Errorf("serve %s: %w", name, err):
+			default:
+				s.log.Error("serve", "listener", name, "err", err)
+			}
+		}
+	})
+}
+
+// checkExposure refuses to serve an address other machines can reach
+// without authentication, unless --insecure-no-auth says so.
+func (s *Server) checkExposure(addr string) error {
+	if s.cfg.Auth != "none" || s.cfg.InsecureNoAuth {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve %s without authentication: anyone who reaches it could run commands on this machine. "+
+		"Use --auth keys or --auth jwt (docs/SECURITY.md), or pass --insecure-no-auth if another layer authenticates", addr)
 }
 
 // Addr is the bound address of the main listener, or of a protocol's own
@@ -223,6 +453,14 @@ func (s *Server) Addr(name string) string {
 	return s.addrs[name]
 }
 
+// DebugAddr is the bound address of the --debug-addr listener, or "" when
+// there is none.
+func (s *Server) DebugAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.debugAddr
+}
+
 // Errs reports a listener that failed while serving.
 func (s *Server) Errs() <-chan error { return s.serveErrs }
 
@@ -231,13 +469,18 @@ func (s *Server) Banner() string {
 	var b strings.Builder
 	main := s.Addr("main")
 	fmt.Fprintf(&b, "agentwire is serving on %s\n", main)
-	for _, p := range served {
-		fmt.Fprintf(&b, "  %-10s %s://%s%s\n", p.proto, p.scheme, main, p.path)
+	for _, a := range s.adapters {
+		for _, ep := range a.Endpoints() {
+			fmt.Fprintf(&b, "  %-10s %s://%s%s\n", a.name, ep.Scheme, main, ep.Path)
+		}
 	}
 	for _, proto := range slices.Sorted(maps.Keys(s.cfg.Listen)) {
 		fmt.Fprintf(&b, "  %-10s also at the root of %s\n", proto, s.Addr(proto))
 	}
 	fmt.Fprintf(&b, "  health     http://%s/healthz\n", main)
+	if d := s.DebugAddr(); d != "" {
+		fmt.Fprintf(&b, "  debug      http://%s/debug/pprof/, /debug/vars and /debug/metrics (profiler and runtime metrics; loopback only)\n", d)
+	}
 	fmt.Fprintf(&b, "model: %s\n", s.ModelDesc)
 	if s.cfg.Provider() == "scripted" {
 		b.WriteString("  No model is configured, so agentwire answers from a script. To use a real one, set\n" +
@@ -245,6 +488,12 @@ func (s *Server) Banner() string {
 			"  GEMINI_API_KEY, or pass --llm and --model. See docs/AGENTS.md.\n")
 	}
 	fmt.Fprintf(&b, "threads are stored in %s; tools work in %s (approval policy %s)\n", s.storeDesc(), s.cfg.Workdir, s.cfg.ApprovalPolicy)
+	fmt.Fprintf(&b, "auth: %s; browser origins allowed: %s\n", authDesc(s.cfg), originsDesc(s.cfg.AllowedOrigins))
+	if s.cfg.BusURL != "" {
+		fmt.Fprintf(&b, "node %s of a cluster: other nodes share the database and the bus at %s\n", s.node, redactURL(s.cfg.BusURL))
+	} else {
+		fmt.Fprintf(&b, "node %s, a single node (no --bus-url)\n", s.node)
+	}
 	return b.String()
 }
 
@@ -265,8 +514,13 @@ const socketCloseTimeout = 6 * time.Second
 // flushed and closed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
+	s.stopping = true
 	servers := s.servers
+	endDebug := s.endDebug
 	s.mu.Unlock()
+	if endDebug != nil {
+		endDebug()
+	}
 	var errs []error
 	// Stop accepting at once: http.Server.Shutdown closes the listeners
 	// first, then waits for the requests in flight (event streams), which
@@ -293,11 +547,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 	s.runs.Shutdown(graceCtx)
 	cancel()
-	// The runs have written their ends: SSE streams deliver what the log
-	// holds and close, so that clients resume elsewhere or after restart.
-	sseCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	if err := s.rest.Shutdown(sseCtx); err != nil {
-		errs = append(errs, fmt.Errorf("close event streams: %w", err))
+	// The runs have written their ends: the adapters' streams deliver
+	// what the log holds and close, so that clients resume elsewhere or
+	// after restart.
+	streamCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	for _, a := range s.adapters {
+		if err := a.Shutdown(streamCtx); err != nil {
+			errs = append(errs, fmt.Errorf("shut the %s protocol down: %w", a.name, err))
+		}
 	}
 	cancel()
 	if err := <-sockets; err != nil {
@@ -315,9 +572,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // closeCore closes what New opened, in reverse order.
 func (s *Server) closeCore() error {
 	var errs []error
-	if s.chat != nil {
-		s.chat.Close()
-	}
 	if s.threads != nil {
 		errs = append(errs, s.threads.Close())
 	}
@@ -330,5 +584,6 @@ func (s *Server) closeCore() error {
 	if s.root != nil {
 		errs = append(errs, s.root.Close())
 	}
+	errs = append(errs, s.dirLock.release())
 	return errors.Join(errs...)
 }

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,8 +48,22 @@ type testServer struct {
 	stopped bool
 }
 
+// startServer starts a server whose every frame is checked against its
+// schema (see Options.Verify).
 func startServer(t *testing.T, cfg config.Config, opts Options) *testServer {
 	t.Helper()
+	return startServerChecked(t, cfg, opts, true)
+}
+
+func startServerChecked(t *testing.T, cfg config.Config, opts Options, verify bool) *testServer {
+	t.Helper()
+	if opts.Verify == nil && verify {
+		opts.Verify = func(proto string, frame []byte, err error) {
+			if err != nil {
+				t.Errorf("the %s adapter sent what its document does not allow: %v\n%s", proto, err, frame)
+			}
+		}
+	}
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := New(context.Background(), cfg, log, opts)
 	require.NoError(t, err)
@@ -182,7 +198,9 @@ func TestShutdownCancelsTurnAfterGrace(t *testing.T) {
 		}
 		return err != nil
 	}, 10*time.Second, 10*time.Millisecond, "the listener still accepts")
-	assert.NotEmpty(t, ts.core.Active("stalled"), "the listener closed only after the grace period")
+	active, err := ts.core.Active(context.Background(), "stalled")
+	require.NoError(t, err)
+	assert.NotEmpty(t, active, "the listener closed only after the grace period")
 	assert.Equal(t, websocket.StatusGoingAway, <-closed)
 	require.NoError(t, <-done)
 
@@ -221,4 +239,47 @@ func runEnds(h []event.Event) []event.Type {
 		}
 	}
 	return out
+}
+
+// postgresURL returns the test PostgreSQL's URL with a schema of the
+// test's own as its search path (dropped when the test ends), or skips the
+// test when there is no PostgreSQL to test against.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("AGENTWIRE_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("AGENTWIRE_TEST_POSTGRES_URL not set: no PostgreSQL to test against")
+	}
+	schema := "server_" + strings.ToLower(event.NewID())
+	conn, err := pgx.Connect(t.Context(), base)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	t.Cleanup(func() {
+		if conn, err := pgx.Connect(context.Background(), base); err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			_ = conn.Close(context.Background())
+		}
+	})
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	return base + sep + "search_path=" + schema
+}
+
+// A second server on the same SQLite data directory refuses to start,
+// naming the one that holds it; once that one stops, the directory is free.
+func TestDataDirIsOneServers(t *testing.T) {
+	cfg := testConfig(t)
+	first := startServer(t, cfg, Options{})
+	_, err := New(context.Background(), cfg, nil, Options{})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, errDataDirLocked)
+	assert.Contains(t, err.Error(), "held by pid "+strconv.Itoa(os.Getpid()))
+	assert.Contains(t, err.Error(), "node "+first.node)
+	first.shutdown()
+	second := startServer(t, cfg, Options{})
+	assert.NotEmpty(t, second.Addr("main"))
 }
