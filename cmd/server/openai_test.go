@@ -104,12 +104,12 @@ func TestRunServesAnOpenAICompatibleModel(t *testing.T) {
 			break
 		}
 		require.NoError(t, err)
-		names = append(names, e.Name)
-		if e.AgentText != nil {
-			text.WriteString(e.AgentText.Chunk)
+		names = append(names, string(e.Type))
+		if v, ok := e.GetAgentTextSSE(); ok {
+			text.WriteString(v.Data.Chunk)
 		}
-		if e.ToolResult != nil {
-			assert.Equal(t, "result-call_ls", e.ToolResult.ToolResultID)
+		if v, ok := e.GetToolResultSSE(); ok {
+			assert.Equal(t, "result-call_ls", v.Data.ToolResultID)
 		}
 	}
 	require.GreaterOrEqual(t, len(names), 3, "events: %v", names)

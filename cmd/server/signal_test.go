@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -21,22 +20,11 @@ import (
 // The built binary, on SIGTERM, closes its sockets with "going away",
 // prints that it is shutting down, and exits 0.
 func TestBinaryStopsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the server binary; skipped with -short")
-	}
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	bin := filepath.Join(t.TempDir(), "agentwire")
-	build := exec.Command(goTool, "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-
+	bin := serverBinary(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--shutdown-grace", "2s")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=", "OPENAI_BASE_URL=", "ANTHROPIC_API_KEY=", "GEMINI_API_KEY=", "GOOGLE_API_KEY=", "AGENTWIRE_LLM=scripted")
+	cmd.Env = cleanEnv()
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr lockedBuffer

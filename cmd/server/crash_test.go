@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/protocol/threads"
+)
+
+// scenarioPath is the cluster scenario, as an absolute path for server
+// processes that run in folders of their own.
+func scenarioPath(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("testdata/cluster.yaml")
+	require.NoError(t, err)
+	return p
+}
+
+// stream is what a threads client has read of one stream.
+type stream struct {
+	ids    []int64 // the SSE ids, in order
+	text   string  // the agent_text chunks, concatenated
+	end    threadsapi.StreamEvent
+	ended  bool
+	lastID string
+}
+
+// read reads s until it ends or n agent_text chunks have come (n < 0: to
+// the end), adding to st.
+func (st *stream) read(t *testing.T, s *threads.Stream, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for n != 0 {
+		e, err := s.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		require.NoError(t, err, "after %d events", len(st.ids))
+		id, err := strconv.ParseInt(threads.EventID(e), 10, 64)
+		require.NoError(t, err)
+		st.ids = append(st.ids, id)
+		st.lastID = threads.EventID(e)
+		switch e.Type {
+		case threadsapi.AgentTextSSEStreamEvent:
+			st.text += e.AgentTextSSE.Data.Chunk
+			n--
+		case threadsapi.DoneSSEStreamEvent, threadsapi.ErrorSSEStreamEvent:
+			st.end, st.ended = e, true
+			return
+		}
+	}
+}
+
+// TestCrashRecoveryKeepsThePartialAnswer kills the server with SIGKILL in
+// the middle of a streaming answer, 20 times at different points, and
+// restarts it each time, every other time merging the deltas that gather
+// behind a commit (--coalesce-deltas): the client that resumes the stream gets the rest
+// of what was stored, with no gap and no duplicate, and then an error (the
+// run was interrupted), never done; the history keeps the partial answer,
+// marked incomplete.
+func TestCrashRecoveryKeepsThePartialAnswer(t *testing.T) {
+	dir := t.TempDir()
+	args := []string{"--data-dir", filepath.Join(dir, "data"), "--workdir", filepath.Join(dir, "work"),
+		"--scenario", scenarioPath(t), "--shutdown-grace", "1s"}
+	coalesce := func(i int) []string {
+		return append(slices.Clone(args), "--coalesce-deltas", map[bool]string{true: "on", false: "off"}[i%2 == 1])
+	}
+	server := startProc(t, dir, coalesce(0)...)
+	for i := range 20 {
+		client, err := threads.NewClient("http://"+server.addr, nil)
+		require.NoError(t, err)
+		id := uuid.New()
+		s, err := client.SendMessage(t.Context(), id, "slow please")
+		require.NoError(t, err)
+		var st stream
+		st.read(t, s, 1+i%7)
+		require.False(t, st.ended, "round %d: the run ended before the crash", i)
+		server.kill()
+		_ = s.Close()
+
+		server = startProc(t, dir, coalesce(i+1)...)
+		client, err = threads.NewClient("http://"+server.addr, nil)
+		require.NoError(t, err)
+		r, err := client.Resume(t.Context(), id, st.lastID)
+		require.NoError(t, err)
+		st.read(t, r, -1)
+		_ = r.Close()
+		require.True(t, st.ended, "round %d: the resumed stream did not end", i)
+		require.Equal(t, threadsapi.ErrorSSEStreamEvent, st.end.Type, "round %d: the resumed stream ends with %s", i, st.end.Type)
+		assert.Equal(t, "The server stopped while this run was going on.", st.end.ErrorSSE.Data.Error)
+		for j := 1; j < len(st.ids); j++ {
+			require.Less(t, st.ids[j-1], st.ids[j], "round %d: ids %v: a duplicate or out of order", i, st.ids)
+		}
+
+		h, err := client.History(t.Context(), id)
+		require.NoError(t, err)
+		var agent []threadsapi.AgentContent
+		for _, m := range h.Messages {
+			if m.MessageType == threadsapi.MessageMessageTypeAgent {
+				agent = append(agent, m.Content.AgentContent)
+			}
+		}
+		require.Len(t, agent, 1, "round %d: the partial answer is in the history", i)
+		assert.Equal(t, threadsapi.NewOptBool(true), agent[0].Incomplete, "round %d", i)
+		assert.Equal(t, st.text, agent[0].Text, "round %d: what the client received, before and after the crash, is the stored answer", i)
+		assert.True(t, strings.HasPrefix("This reply streams one word at a time, slowly enough that a test can kill the server that runs it while it is still going, and then see what the other servers make of it.", st.text),
+			"round %d: %q", i, st.text)
+	}
+}
