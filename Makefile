@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 30s
 
-.PHONY: run test generate vet fuzz bench lint
+.PHONY: run test generate vet fuzz bench bench-e2e lint
 
 ## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data)
 run:
@@ -26,6 +26,11 @@ fuzz:
 ## bench: the benchmarks behind docs/BENCHMARKS.md
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+## bench-e2e: agentwire end to end against a naive relay, one table (cmd/loadgen; a few
+## minutes; LOADGEN_FLAGS=-quick for a run of seconds)
+bench-e2e:
+	$(GO) run ./cmd/loadgen $(LOADGEN_FLAGS)
 
 ## lint: the schema document linters CI runs (needs npm)
 lint:
