@@ -51,6 +51,23 @@ func (q *Queue) Push(events []event.Event) bool {
 	return true
 }
 
+// Offer appends e when it fits and drops it otherwise, leaving the queue
+// open: for previews, which a subscriber may miss.
+func (q *Queue) Offer(e event.Event) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended || len(q.items)-q.head >= q.limit {
+		return
+	}
+	if q.head > 0 && len(q.items) == cap(q.items) {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, e)
+	q.signal()
+}
+
 // End ends the queue with err; Next returns err from then on, dropping what
 // is still queued. Only the first End counts.
 func (q *Queue) End(err error) {

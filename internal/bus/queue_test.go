@@ -79,3 +79,20 @@ func TestQueueNextWaits(t *testing.T) {
 	q.End(ErrClosed)
 	assert.ErrorIs(t, <-ended, ErrClosed)
 }
+
+// TestQueueOfferDropsRatherThanEnds: an offer to a full queue is dropped
+// and the queue stays open; one that fits is delivered in its place.
+func TestQueueOfferDropsRatherThanEnds(t *testing.T) {
+	q := NewQueue(2)
+	require.True(t, q.Push(seqEvents(1, 1)))
+	q.Offer(event.Event{Preview: 1})
+	q.Offer(event.Event{Preview: 1, ID: "dropped"}) // full
+	require.True(t, q.Push(nil), "still open")
+	for _, want := range []event.Event{{Seq: 1}, {Preview: 1}} {
+		e, err := q.Next(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, want, e)
+	}
+	require.True(t, q.Push(seqEvents(2, 2)), "room again")
+	assert.False(t, q.Push(seqEvents(4, 1)), "a push that does not fit still ends it")
+}

@@ -34,6 +34,12 @@ type Event struct {
 	Time time.Time
 	// Payload is the typed body; its EventType is the event's type.
 	Payload Payload
+	// Preview, when not zero, marks a delta sent to live subscribers ahead
+	// of its commit (Seq is zero): it belongs after the thread's event of
+	// seq Preview. Its text reaches the log later, in a delta of the same
+	// stream that may carry more (Delta's offsets tell the overlap), or,
+	// if the server stops first, not at all. Previews are never stored.
+	Preview int64
 }
 
 // Type reports the event's type, taken from its payload.

@@ -117,10 +117,12 @@ type MessageStarted struct {
 // EventType implements Payload.
 func (MessageStarted) EventType() Type { return TypeMessageStarted }
 
-// MessageDelta records that a chunk of a streaming message's text.
+// MessageDelta records a chunk of a streaming message's text. Offset is
+// where Text begins in the message's text (see Delta).
 type MessageDelta struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
+	Offset    int64  `json:"offset,omitempty"`
 }
 
 // EventType implements Payload.
@@ -148,6 +150,7 @@ func (MessageCompleted) EventType() Type { return TypeMessageCompleted }
 type ReasoningDelta struct {
 	ReasoningID string `json:"reasoning_id"`
 	Text        string `json:"text"`
+	Offset      int64  `json:"offset,omitempty"`
 }
 
 // EventType implements Payload.
@@ -184,6 +187,7 @@ func (ToolCallStarted) EventType() Type { return TypeToolCallStarted }
 type ToolCallDelta struct {
 	CallID         string `json:"call_id"`
 	ArgumentsDelta string `json:"arguments_delta"`
+	Offset         int64  `json:"offset,omitempty"`
 }
 
 // EventType implements Payload.

@@ -57,6 +57,18 @@ func (b *Bus) Publish(ctx context.Context, thread string, events []event.Event) 
 	return nil
 }
 
+var _ bus.Previewer = (*Bus)(nil)
+
+// Preview implements bus.Previewer: it offers e to each of the thread's
+// subscribers, skipping those whose queue is full.
+func (b *Bus) Preview(thread string, e event.Event) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for s := range b.subs[thread] {
+		s.Offer(e)
+	}
+}
+
 // Subscribe implements bus.Bus.
 func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subscription, error) {
 	if err := ctx.Err(); err != nil {
