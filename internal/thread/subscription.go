@@ -28,16 +28,21 @@ type Subscription struct {
 	last   atomic.Int64 // the seq of the last event the consumer took
 	events chan event.Event
 	fn     func(event.Event) error // a Watch's: called instead of sending on events
-	end    func(error)             // a Watch's: called as the pump returns
-	cancel context.CancelCauseFunc
-	done   chan struct{} // closed when the pump has returned
+	// previews: the consumer takes previews (bus.WantPreviews); without it
+	// the pump drops them.
+	previews bool
+	end      func(error) // a Watch's: called as the pump returns
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed when the pump has returned
 
 	mu  sync.Mutex
 	err error
 }
 
-// Events delivers the thread's events in seq order, each exactly once. It
-// is closed when the subscription ends; Err then says why. Events are shared
+// Events delivers the thread's events in seq order, each exactly once,
+// and, to a subscription made with bus.WantPreviews, previews
+// (event.Event.Preview) in their place among them. It is closed when the
+// subscription ends; Err then says why. Events are shared
 // with other subscribers: treat them as read-only.
 func (s *Subscription) Events() <-chan event.Event { return s.events }
 
@@ -127,6 +132,12 @@ func (p *pump) follow(live bus.Subscription, last int64) error {
 			break
 		}
 		switch {
+		case e.Preview != 0:
+			// A preview goes out only in its place: after the event it
+			// follows, which a consumer still catching up has not had.
+			if p.sub.previews && e.Preview <= p.delivered {
+				err = p.hand(e)
+			}
 		case e.Seq <= p.delivered:
 			// Committed before the replay read it, or delivered by an
 			// earlier gap fill.
@@ -186,10 +197,21 @@ type pump struct {
 	delivered int64 // the last seq handed to the consumer
 }
 
-// deliver hands e to the consumer, waiting for it as long as the
-// subscription lasts: while the pump waits, live events gather in the
-// bounded bus queue, which is what ends a subscriber that stays behind.
+// deliver hands the committed event e to the consumer and records it as
+// delivered.
 func (p *pump) deliver(e event.Event) error {
+	if err := p.hand(e); err != nil {
+		return err
+	}
+	p.delivered = e.Seq
+	p.sub.last.Store(e.Seq)
+	return nil
+}
+
+// hand gives e to the consumer, waiting for it as long as the subscription
+// lasts: while the pump waits, live events gather in the bounded bus queue,
+// which is what ends a subscriber that stays behind.
+func (p *pump) hand(e event.Event) error {
 	if fn := p.sub.fn; fn != nil {
 		if err := p.ctx.Err(); err != nil {
 			return err
@@ -197,14 +219,10 @@ func (p *pump) deliver(e event.Event) error {
 		if err := fn(e); err != nil {
 			return consumerError{err}
 		}
-		p.delivered = e.Seq
-		p.sub.last.Store(e.Seq)
 		return nil
 	}
 	select {
 	case p.sub.events <- e:
-		p.delivered = e.Seq
-		p.sub.last.Store(e.Seq)
 		return nil
 	case <-p.ctx.Done():
 		return p.ctx.Err()

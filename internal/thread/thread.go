@@ -127,6 +127,23 @@ func (s *Service) Append(ctx context.Context, thread string, events ...event.Eve
 	return committed, nil
 }
 
+// Preview sends e, a delta not yet committed (event.Event.Preview says
+// after which seq it belongs), to the thread's live subscribers that take
+// previews, when the bus carries them (bus.Previewer); otherwise it does
+// nothing.
+func (s *Service) Preview(thread string, e event.Event) {
+	if p, ok := s.bus.(bus.Previewer); ok {
+		p.Preview(thread, e)
+	}
+}
+
+// Previews reports whether Preview reaches anyone: whether the bus carries
+// previews.
+func (s *Service) Previews() bool {
+	_, ok := s.bus.(bus.Previewer)
+	return ok
+}
+
 // Read returns up to limit of the thread's events after seq after
 // (store.Log.Read).
 func (s *Service) Read(ctx context.Context, thread string, after int64, limit int) ([]event.Event, error) {
@@ -228,14 +245,15 @@ func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn 
 
 	pctx, cancel := context.WithCancelCause(context.Background())
 	sub := &Subscription{
-		svc:    s,
-		thread: thread,
-		head:   last,
-		events: make(chan event.Event),
-		fn:     fn,
-		end:    end,
-		cancel: cancel,
-		done:   make(chan struct{}),
+		svc:      s,
+		thread:   thread,
+		previews: bus.PreviewsWanted(ctx),
+		head:     last,
+		events:   make(chan event.Event),
+		fn:       fn,
+		end:      end,
+		cancel:   cancel,
+		done:     make(chan struct{}),
 	}
 	sub.last.Store(after)
 	s.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/thread"
 )
@@ -147,4 +148,39 @@ func TestWatchEndsOnItsFunctionsError(t *testing.T) {
 	assert.NoError(t, stopping.Err())
 	assert.Equal(t, 1, calls, "nothing is delivered after Stop")
 	assert.NoError(t, <-ended)
+}
+
+// TestPreviewsReachOnlyThoseWhoAskInTheirPlace: a preview reaches the
+// live subscribers that asked for previews (bus.WantPreviews), after the
+// committed events before it, and never one still short of the event it
+// follows; it is never logged, and the consumer's place (Last) stays the
+// last committed event's.
+func TestPreviewsReachOnlyThoseWhoAskInTheirPlace(t *testing.T) {
+	svc := setup(t, nil, nil, thread.Options{})
+	require.True(t, svc.Previews(), "the local bus carries previews")
+	appendN(t, svc, "t", 2)
+	wanting, plain := newWatched(), newWatched()
+	sub, err := svc.Watch(bus.WantPreviews(ctx(t)), "t", 0, wanting.take, nil)
+	require.NoError(t, err)
+	defer sub.Close()
+	other, err := svc.Watch(ctx(t), "t", 0, plain.take, nil)
+	require.NoError(t, err)
+	defer other.Close()
+	wanting.waitFor(t, 2)
+	plain.waitFor(t, 2)
+
+	pv := delta("ahead")
+	pv.Preview = 2
+	svc.Preview("t", pv)
+	early := delta("too early")
+	early.Preview = 3 // follows seq 3, which nobody has had
+	svc.Preview("t", early)
+	appendN(t, svc, "t", 1)
+	assert.Equal(t, []int64{1, 2, 0, 3}, wanting.waitFor(t, 4), "the preview, then the next commit")
+	assert.Equal(t, "ahead", wanting.texts[2])
+	assert.Equal(t, []int64{1, 2, 3}, plain.waitFor(t, 3), "no preview without asking")
+	assert.Equal(t, int64(3), sub.Last())
+	logged, err := svc.Read(ctx(t), "t", 0, 10)
+	require.NoError(t, err)
+	assert.Len(t, logged, 3, "previews are not logged")
 }
