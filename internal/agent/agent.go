@@ -32,6 +32,15 @@ type Journal interface {
 	History(ctx context.Context) ([]event.Event, error)
 }
 
+// A Previewer is a Journal that can send deltas to the thread's live
+// subscribers ahead of their commit (thread.Service.Preview).
+type Previewer interface {
+	// Preview sends e, an uncommitted delta marked with Event.Preview.
+	Preview(e event.Event)
+	// Previews reports whether a preview reaches anyone.
+	Previews() bool
+}
+
 // Toolbox is the set of tools a run may offer the model.
 type Toolbox interface {
 	Get(name string) (tools.Tool, bool)
@@ -84,7 +93,13 @@ type Config struct {
 	// chunk the model streams is an event of its own, which keeps a
 	// scripted scenario's frames the same from run to run.
 	CoalesceDeltas bool
-	Logger         *slog.Logger
+	// LiveDeltas, when positive, sends each streamed delta to the thread's
+	// live subscribers at once, ahead of its commit, when the journal can
+	// (Previewer), and lets the deltas of a stream gather for up to this
+	// long before they are committed as one event (see emitter). Zero
+	// delivers every event only once committed.
+	LiveDeltas time.Duration
+	Logger     *slog.Logger
 }
 
 // Agent runs the ReAct loop. It is safe for concurrent runs.
@@ -195,7 +210,12 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
+	pv, live := j.(Previewer)
+	live = live && a.cfg.LiveDeltas > 0 && pv.Previews()
+	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas || live, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
+	if live {
+		em.previewing(pv.Preview, a.cfg.LiveDeltas)
+	}
 	r := newRun(a, spec, em, inbox)
 	r.ctx = ctx
 	r.execute(ctx)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"iter"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,6 +74,106 @@ func TestDeltasCoalesceWhileACommitIsSlow(t *testing.T) {
 		} else {
 			assert.Len(t, deltas, 3, "one per chunk")
 		}
+		checkIDs(t, evs)
+	}
+}
+
+// previewJournal is a journal that takes previews.
+type previewJournal struct {
+	*journal
+	mu       sync.Mutex
+	previews []event.Event
+}
+
+func (j *previewJournal) Preview(e event.Event) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.previews = append(j.previews, e)
+}
+
+func (j *previewJournal) Previews() bool { return true }
+
+// gated is a model that streams its second and later chunks only once the
+// message has begun in the journal: from then on nothing but deltas waits
+// for a commit, so each of them goes out as a preview.
+type gated struct {
+	llm.Model
+	t *testing.T
+	j *journal
+}
+
+func (m gated) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		n := 0
+		for c, err := range m.Model.Stream(ctx, req) {
+			if n++; n == 2 {
+				m.j.waitFor(m.t, 1, func(e event.Event) bool { return e.Type() == event.TypeMessageStarted })
+			}
+			if !yield(c, err) {
+				return
+			}
+		}
+	}
+}
+
+// TestLiveDeltasGoOutAheadOfTheirCommit runs a reply with previews on and
+// a window longer than the reply: every delta emitted once the message
+// has begun goes out as a preview at once, after the run's last committed
+// event, with offsets that tile the text; the log gets the text in fewer,
+// larger deltas with the same offsets; without previews there are none.
+func TestLiveDeltasGoOutAheadOfTheirCommit(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		e := newEnv(t, "text")
+		e.thread += map[bool]string{true: "-live", false: "-off"}[live]
+		j := &previewJournal{journal: newJournal(e.store, e.thread)}
+		cfg := agent.Config{Model: gated{Model: e.model, t: t, j: j.journal}}
+		if live {
+			cfg.LiveDeltas = time.Minute
+		}
+		a := e.agent(cfg)
+		spec := agent.Spec{Thread: e.thread, Run: event.NewID(), Input: "say hello"}
+		_, err := e.store.Append(t.Context(), e.thread, event.New(e.thread, spec.Run, event.MessageUser{MessageID: event.NewID(), Text: "say hello"}))
+		require.NoError(t, err)
+		require.NoError(t, a.Run(t.Context(), spec, j, agent.NewInbox()))
+
+		evs := e.runEvents(spec.Run)
+		started := only[event.MessageStarted](t, evs)
+		var startedSeq int64
+		for _, ev := range evs {
+			if ev.Type() == event.TypeMessageStarted {
+				startedSeq = ev.Seq
+			}
+		}
+		if !live {
+			assert.Empty(t, j.previews)
+			assert.Len(t, payloads[event.MessageDelta](evs), 3, "one per chunk")
+			continue
+		}
+		require.Len(t, j.previews, 2, "the chunks after the first went out ahead")
+		for i, pv := range j.previews {
+			d, ok := pv.Payload.(event.MessageDelta)
+			require.True(t, ok)
+			assert.Equal(t, started.MessageID, d.MessageID)
+			assert.Zero(t, pv.Seq, "a preview has no seq")
+			assert.GreaterOrEqual(t, pv.Preview, startedSeq, "preview %d belongs after the message began", i)
+		}
+		// The previews and the log's deltas tile the text, by offset.
+		var previewed strings.Builder
+		first := j.previews[0].Payload.(event.MessageDelta).Offset
+		for _, pv := range j.previews {
+			d := pv.Payload.(event.MessageDelta)
+			assert.Equal(t, first+int64(previewed.Len()), d.Offset)
+			previewed.WriteString(d.Text)
+		}
+		assert.Equal(t, "Hello there."[first:], previewed.String())
+		deltas := payloads[event.MessageDelta](evs)
+		assert.Less(t, len(deltas), 3, "committed in fewer deltas than chunks")
+		var logged strings.Builder
+		for _, d := range deltas {
+			assert.Equal(t, int64(logged.Len()), d.Offset)
+			logged.WriteString(d.Text)
+		}
+		assert.Equal(t, "Hello there.", logged.String())
 		checkIDs(t, evs)
 	}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/event"
 )
@@ -13,8 +14,15 @@ import (
 // the model stream is never held up by the store; with coalescing on,
 // consecutive deltas of one message in a batch become one event (coalesce).
 // Order is preserved.
-// Events reach clients only once committed, since the journal publishes
-// after commit.
+//
+// Events reach clients once committed, since the journal publishes after
+// commit, with one exception: with previews on (Config.LiveDeltas), a delta
+// emitted while every earlier event of the run is committed goes to the
+// thread's live subscribers at once, as a preview, and its commit may wait
+// up to the window for more deltas of its stream, so that a streamed reply
+// costs the log an event per window instead of one per chunk. Each delta
+// then carries its offset in its stream, by which consumers tell the bytes
+// they were shown ahead from those they were not.
 type emitter struct {
 	j           Journal
 	ctx         context.Context // for appends: outlives the run's cancellation
@@ -22,6 +30,8 @@ type emitter struct {
 	onFail      func(error)     // called once, when the first append fails
 	coalesce    bool            // merge the deltas of a batch (Config.CoalesceDeltas)
 	runCtx      context.Context // the run's own: its cause says whether it was superseded
+	preview     func(event.Event)
+	window      time.Duration // how long a previewed delta may wait for its commit
 
 	mu   sync.Mutex
 	q    []item
@@ -29,12 +39,27 @@ type emitter struct {
 	wake chan struct{}
 	quit chan struct{}
 	done chan struct{}
+	// With previews on:
+	offsets map[string]int64 // the bytes emitted so far, per delta stream
+	base    int64            // the seq of the run's last committed event
+	holding int              // events other than deltas queued or being appended
+	// Deltas queued or being appended: those previewed (all of stream
+	// aheadStream, so that consumers are ahead of the log in one stream
+	// at most) and those not.
+	ahead       int
+	aheadStream string
+	unpreviewed int
+	urgent  bool             // the queue holds something to append at once
+	first   time.Time        // when the oldest queued item was queued
+	pending int              // the bytes of delta text queued
 }
 
 // item is an event to append, or (with flushed set) a flush marker.
 type item struct {
-	ev      event.Event
-	flushed chan error
+	ev        event.Event
+	flushed   chan error
+	delta     bool // ev is a delta
+	previewed bool // ev has gone out as a preview
 }
 
 func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce bool, onFail func(error)) *emitter {
@@ -46,6 +71,12 @@ func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce boo
 	return e
 }
 
+// previewing turns previews on: deltas go to send ahead of their commit,
+// which may then wait up to window. Call it before the first emit.
+func (e *emitter) previewing(send func(event.Event), window time.Duration) {
+	e.preview, e.window, e.offsets = send, window, map[string]int64{}
+}
+
 // emit queues p as the run's next event. It fails once an append has failed.
 func (e *emitter) emit(p event.Payload) error {
 	e.mu.Lock()
@@ -53,9 +84,53 @@ func (e *emitter) emit(p event.Payload) error {
 	if e.err != nil {
 		return e.err
 	}
-	e.q = append(e.q, item{ev: event.New(e.thread, e.run, p)})
+	it := item{ev: event.New(e.thread, e.run, p)}
+	if e.preview != nil {
+		if d, ok := event.AsDelta(p); ok {
+			it.delta = true
+			off := e.offsets[d.Stream]
+			e.offsets[d.Stream] = off + int64(len(d.Text))
+			it.ev.Payload = event.WithText(p, d.Text, off)
+			e.pending += len(d.Text)
+			if e.unpreviewed == 0 && e.previewable(d.Stream) {
+				e.send(&it, d.Stream)
+			} else {
+				// Its place comes once what is before it is committed,
+				// which should not wait for the window.
+				e.unpreviewed++
+				e.urgent = true
+			}
+		} else {
+			e.holding++
+			e.urgent = true
+		}
+		if len(e.q) == 0 {
+			e.first = time.Now()
+		}
+	}
+	e.q = append(e.q, it)
 	e.signal()
 	return nil
+}
+
+// previewable reports whether a delta of stream may go out as a preview
+// once every delta before it has: when all the events before it that are
+// not deltas are committed (so that the preview has a place after the
+// run's last committed event) and no delta of another stream waits for
+// its commit.
+func (e *emitter) previewable(stream string) bool {
+	return e.holding == 0 && e.base > 0 && (e.ahead == 0 || e.aheadStream == stream)
+}
+
+// send previews it, a delta of stream, after the run's last committed
+// event.
+func (e *emitter) send(it *item, stream string) {
+	pv := it.ev
+	pv.Preview = e.base
+	e.preview(pv)
+	it.previewed = true
+	e.ahead++
+	e.aheadStream = stream
 }
 
 // flush waits until every event emitted so far is committed.
@@ -67,6 +142,7 @@ func (e *emitter) flush() error {
 		return e.err
 	}
 	e.q = append(e.q, item{flushed: ch})
+	e.urgent = true
 	e.signal()
 	e.mu.Unlock()
 	return <-ch
@@ -89,15 +165,39 @@ func (e *emitter) close() error {
 
 func (e *emitter) loop() {
 	defer close(e.done)
+	var timer *time.Timer
+	var expired <-chan time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-e.wake:
+		case <-expired:
+			expired = nil
 		case <-e.quit:
 			return
 		}
 		e.mu.Lock()
+		if e.preview != nil && len(e.q) > 0 && !e.urgent && e.pending < maxCoalesced {
+			// Only previewed deltas wait: give their stream the rest of
+			// the window to add to them.
+			if wait := e.window - time.Since(e.first); wait > 0 {
+				e.mu.Unlock()
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				expired = timer.C
+				continue
+			}
+		}
 		batch := e.q
 		e.q = nil
+		e.urgent, e.pending = false, 0
 		err := e.err
 		e.mu.Unlock()
 
@@ -113,8 +213,9 @@ func (e *emitter) loop() {
 		if superseded(e.runCtx) {
 			events = nil // another server ended the run
 		}
+		var committed []event.Event
 		if len(events) > 0 && err == nil {
-			if _, err = e.j.Append(e.ctx, events...); err != nil {
+			if committed, err = e.j.Append(e.ctx, events...); err != nil {
 				e.mu.Lock()
 				e.err = err
 				e.mu.Unlock()
@@ -123,12 +224,57 @@ func (e *emitter) loop() {
 				}
 			}
 		}
+		if e.preview != nil {
+			e.committed(batch, committed)
+		}
 		for _, it := range batch {
 			if it.flushed != nil {
 				it.flushed <- err
 			}
 		}
 	}
+}
+
+// committed notes the end of the append of batch, which committed events
+// (none when it failed or was dropped). Once nothing else waits, the
+// deltas queued behind it go out as previews, in order, as long as they
+// may.
+func (e *emitter) committed(batch []item, events []event.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, it := range batch {
+		switch {
+		case it.flushed != nil:
+		case !it.delta:
+			e.holding--
+		case it.previewed:
+			e.ahead--
+		default:
+			e.unpreviewed--
+		}
+	}
+	if n := len(events); n > 0 {
+		e.base = events[n-1].Seq
+	}
+	if e.err != nil {
+		return
+	}
+	flushing := false
+	for i := range e.q {
+		it := &e.q[i]
+		flushing = flushing || it.flushed != nil
+		if !it.delta || it.previewed {
+			continue
+		}
+		d, _ := event.AsDelta(it.ev.Payload)
+		if !e.previewable(d.Stream) {
+			return
+		}
+		e.unpreviewed--
+		e.send(it, d.Stream)
+	}
+	// Everything queued went out ahead: its commit may wait the window.
+	e.urgent = flushing || e.holding > 0
 }
 
 // maxCoalesced bounds the text one coalesced delta carries.
@@ -162,15 +308,15 @@ func mergeDelta(a, b event.Payload) (event.Payload, bool) {
 	switch a := a.(type) {
 	case event.MessageDelta:
 		if b, ok := b.(event.MessageDelta); ok && a.MessageID == b.MessageID && len(a.Text)+len(b.Text) <= maxCoalesced {
-			return event.MessageDelta{MessageID: a.MessageID, Text: a.Text + b.Text}, true
+			return event.MessageDelta{MessageID: a.MessageID, Text: a.Text + b.Text, Offset: a.Offset}, true
 		}
 	case event.ReasoningDelta:
 		if b, ok := b.(event.ReasoningDelta); ok && a.ReasoningID == b.ReasoningID && len(a.Text)+len(b.Text) <= maxCoalesced {
-			return event.ReasoningDelta{ReasoningID: a.ReasoningID, Text: a.Text + b.Text}, true
+			return event.ReasoningDelta{ReasoningID: a.ReasoningID, Text: a.Text + b.Text, Offset: a.Offset}, true
 		}
 	case event.ToolCallDelta:
 		if b, ok := b.(event.ToolCallDelta); ok && a.CallID == b.CallID && len(a.ArgumentsDelta)+len(b.ArgumentsDelta) <= maxCoalesced {
-			return event.ToolCallDelta{CallID: a.CallID, ArgumentsDelta: a.ArgumentsDelta + b.ArgumentsDelta}, true
+			return event.ToolCallDelta{CallID: a.CallID, ArgumentsDelta: a.ArgumentsDelta + b.ArgumentsDelta, Offset: a.Offset}, true
 		}
 	}
 	return nil, false

@@ -841,6 +841,25 @@ func (j journal) Append(ctx context.Context, events ...event.Event) ([]event.Eve
 	return j.log.Append(ctx, j.thread, events...)
 }
 
+// previewLog is a Log that can send previews (thread.Service).
+type previewLog interface {
+	Preview(thread string, e event.Event)
+	Previews() bool
+}
+
+// Preview implements agent.Previewer.
+func (j journal) Preview(e event.Event) {
+	if p, ok := j.log.(previewLog); ok {
+		p.Preview(j.thread, e)
+	}
+}
+
+// Previews implements agent.Previewer.
+func (j journal) Previews() bool {
+	p, ok := j.log.(previewLog)
+	return ok && p.Previews()
+}
+
 func (j journal) History(ctx context.Context) ([]event.Event, error) {
 	return j.log.History(ctx, j.thread)
 }
