@@ -10,7 +10,7 @@ import (
 )
 
 var regexMap = map[string]ogenregex.Regexp{
-	"^[0-9]{1,19}$": ogenregex.MustCompile("^[0-9]{1,19}$"),
+	"^[0-9]{1,19}(:[^:]{1,200}:[1-9][0-9]{0,18})?$": ogenregex.MustCompile("^[0-9]{1,19}(:[^:]{1,200}:[1-9][0-9]{0,18})?$"),
 }
 
 type (

@@ -26,9 +26,10 @@ type SendMessageParams struct {
 
 // StreamEventsParams is parameters of streamEvents operation.
 type StreamEventsParams struct {
-	// The `id` of the last event the client received: a thread event sequence number in decimal. Events
-	// with a greater sequence number follow. A value that is not a decimal number, or one past the
-	// thread's last event, is rejected with 400.
+	// The `id` of the last event the client received: a thread event sequence number in decimal, or, on an
+	// `agent_text` sent ahead of its commit, `seq:message_id:bytes` (see the stream's `id`). Events with a
+	// greater sequence number follow, less the first `bytes` bytes of that message's text when given. A
+	// value of neither form, or one past the thread's last event, is rejected with 400.
 	LastEventID OptString `json:",omitempty,omitzero"`
 	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case; both name the same
 	// thread, whose id is the lower-case form). Anything else is rejected with 400. The thread is the one

@@ -101,7 +101,8 @@ func (s *AgentTextEvent) SetChunk(val string) {
 // An `agent_text` event: streamed text of the agent's answer.
 // Ref: #/components/schemas/AgentTextSSE
 type AgentTextSSE struct {
-	// The thread's event sequence number in decimal; absent (empty) from the original server.
+	// The stream position: the thread's event sequence number in decimal, or seq:message_id:bytes on text
+	// sent ahead of its commit; absent (empty) from the original server.
 	ID    string         `json:"id"`
 	Event string         `json:"event"`
 	Data  AgentTextEvent `json:"data"`
@@ -180,7 +181,8 @@ type DoneEvent struct{}
 // A `done` event: the run completed; the POST stream ends after it.
 // Ref: #/components/schemas/DoneSSE
 type DoneSSE struct {
-	// The thread's event sequence number in decimal; absent (empty) from the original server.
+	// The stream position: the thread's event sequence number in decimal, or seq:message_id:bytes on text
+	// sent ahead of its commit; absent (empty) from the original server.
 	ID    string    `json:"id"`
 	Event string    `json:"event"`
 	Data  DoneEvent `json:"data"`
@@ -265,7 +267,8 @@ func (s *ErrorEvent) SetError(val string) {
 // An `error` event: the run or the stream failed; the POST stream ends after it.
 // Ref: #/components/schemas/ErrorSSE
 type ErrorSSE struct {
-	// The thread's event sequence number in decimal; absent (empty) from the original server.
+	// The stream position: the thread's event sequence number in decimal, or seq:message_id:bytes on text
+	// sent ahead of its commit; absent (empty) from the original server.
 	ID    string     `json:"id"`
 	Event string     `json:"event"`
 	Data  ErrorEvent `json:"data"`
@@ -1016,7 +1019,14 @@ func (*ShuttingDownHeaders) streamEventsRes()                              {}
 //     from. Ids increase along a stream; consecutive SSE events projected from the same log event share
 //     one id. Resuming with that id as `Last-Event-ID` continues after it. A `done` or `error` the
 //     server sends on its own account (the thread is quiet, the stream failed) carries the id of the
-//     last log event the stream had reached, so resuming from it loses nothing.
+//     last log event the stream had reached, so resuming from it loses nothing. When the server sends
+//     message text ahead of its commit (`--live-deltas`, on by default for vendor models), the
+//     `agent_text` events that carry such text have the id `seq:message_id:bytes`: the last log event
+//     the stream had reached, and how many bytes of that message's text the client has been sent in
+//     all. Ids still increase along a stream (by seq, then by bytes), resuming with one continues after
+//     those bytes, and each byte of a message's text reaches a client once. Text sent ahead of its
+//     commit is not yet durable: if the server stops before committing it, the history and a resumed
+//     stream lack it, and the run ends with an error, its message marked incomplete.
 //   - `retry`: not sent by agentwire; clients honour it as the SSE standard says.
 //   - Comments (lines starting with `:`, for example `: ping`) may appear between events at any time
 //     and carry no meaning.
@@ -1547,7 +1557,8 @@ func (s *ToolCallEvent) SetArguments(val JSONObject) {
 // A `tool_call` event: the agent is calling a tool.
 // Ref: #/components/schemas/ToolCallSSE
 type ToolCallSSE struct {
-	// The thread's event sequence number in decimal; absent (empty) from the original server.
+	// The stream position: the thread's event sequence number in decimal, or seq:message_id:bytes on text
+	// sent ahead of its commit; absent (empty) from the original server.
 	ID    string        `json:"id"`
 	Event string        `json:"event"`
 	Data  ToolCallEvent `json:"data"`
@@ -1687,7 +1698,8 @@ func (s *ToolResultEvent) SetResult(val JSONObject) {
 // A `tool_result` event: the result of a tool call.
 // Ref: #/components/schemas/ToolResultSSE
 type ToolResultSSE struct {
-	// The thread's event sequence number in decimal; absent (empty) from the original server.
+	// The stream position: the thread's event sequence number in decimal, or seq:message_id:bytes on text
+	// sent ahead of its commit; absent (empty) from the original server.
 	ID    string          `json:"id"`
 	Event string          `json:"event"`
 	Data  ToolResultEvent `json:"data"`

@@ -32,6 +32,9 @@ type Follower struct {
 	head   int64
 	feed   Feed
 	log    *slog.Logger
+	// previews: the follow was started with bus.WantPreviews, and so is
+	// every subscription Resume makes.
+	previews bool
 }
 
 // Follow starts following thread after seq after (or from its end, with
@@ -45,7 +48,7 @@ func Follow(ctx context.Context, core Core, thread string, after int64, log *slo
 	if err != nil {
 		return nil, err
 	}
-	return &Follower{core: core, thread: thread, head: feed.Head(), feed: feed, log: log}, nil
+	return &Follower{core: core, thread: thread, head: feed.Head(), feed: feed, log: log, previews: bus.PreviewsWanted(ctx)}, nil
 }
 
 // Thread is the thread followed.
@@ -80,6 +83,9 @@ func (f *Follower) Resume(ctx context.Context) error {
 		return fmt.Errorf("follow thread %q after seq %d: %w", f.thread, last, err)
 	}
 	why := err
+	if f.previews {
+		ctx = bus.WantPreviews(ctx)
+	}
 	feed, err := f.core.Subscribe(ctx, f.thread, last)
 	if err != nil {
 		return fmt.Errorf("follow thread %q after seq %d: resubscribe: %w", f.thread, last, err)

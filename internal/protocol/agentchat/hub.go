@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
@@ -59,6 +60,10 @@ type watcher struct {
 	ready   chan struct{} // closed once the follow has begun, or failed to
 	err     error         // why it failed; set before ready is closed
 	texts   *texts        // the messages in progress; only the watch's goroutine uses it
+	// deltas keeps text that chunks sockets were sent ahead of its commit
+	// (previews) from being counted again when the commit arrives; only
+	// the watch's goroutine uses it.
+	deltas protocol.Deltas
 }
 
 func newHub(core protocol.Core, all bool, log *slog.Logger, verify func([]byte)) *hub {
@@ -143,7 +148,7 @@ func (h *hub) leaveLocked(cl *client) {
 // session costs no goroutine here. A watch that fails drops the watcher,
 // so that its sockets' next chat subscribes again, and tells them.
 func (h *hub) follow(ctx context.Context, w *watcher) {
-	watch, err := protocol.WatchThread(ctx, h.core, w.thread, protocol.FromEnd, h.log,
+	watch, err := protocol.WatchThread(bus.WantPreviews(ctx), h.core, w.thread, protocol.FromEnd, h.log,
 		func(e event.Event) error {
 			h.event(ctx, w, e)
 			return nil
@@ -181,6 +186,18 @@ func (h *hub) ended(w *watcher, err error) {
 // it, each in its own shape: the agent's text as whole messages, or as
 // chunks (see texts).
 func (h *hub) event(ctx context.Context, w *watcher, e event.Event) {
+	if e.Preview != 0 {
+		// Text ahead of its commit is for chunks sockets, and only of a
+		// message followed from its start; the commit brings the rest.
+		p, ok := e.Payload.(event.MessageDelta)
+		if !ok || h.nchunks.Load() == 0 || !w.texts.known(p.MessageID) {
+			return
+		}
+	}
+	e, show, _ := w.deltas.Show(e)
+	if !show {
+		return
+	}
 	switch p := e.Payload.(type) {
 	case event.MessageStarted:
 		w.texts.start(e.Run, p.MessageID)

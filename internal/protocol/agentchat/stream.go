@@ -99,6 +99,12 @@ func (t *texts) delta(run string, seq int64, p event.MessageDelta) *openText {
 	return m
 }
 
+// known reports whether message id is open and known from its start.
+func (t *texts) known(id string) bool {
+	m := t.open[id]
+	return m != nil && m.known
+}
+
 // take forgets a message that is complete and returns what was known of it
 // (nil when nothing was).
 func (t *texts) take(id string) *openText {

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
 	"github.com/agentwire/agentwire/generated/threadsschema"
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 )
@@ -232,7 +234,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	// Follow first, from the thread's current end: no event of the run can
 	// then slip between the post and the stream, and a store that fails
 	// does so before the message is posted.
-	f, err := protocol.Follow(ctx, h.core, thread, protocol.FromEnd, h.log)
+	f, err := protocol.Follow(bus.WantPreviews(ctx), h.core, thread, protocol.FromEnd, h.log)
 	if err != nil {
 		h.coreError(w, r, "subscribe to the thread", err)
 		return
@@ -243,7 +245,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 		h.coreError(w, r, "post the message", err)
 		return
 	}
-	h.stream(w, r, id, f, f.Head(), -1, &runView{run: posted.Run, proj: newProjector(id)})
+	h.stream(w, r, id, f, protocol.Position{Seq: f.Head()}, -1, &runView{run: posted.Run, proj: newProjector(id)})
 }
 
 // streamEvents resumes the thread's stream after Last-Event-ID.
@@ -252,21 +254,22 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after := int64(0)
+	var from protocol.Position
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		var ok bool
-		if after, ok = parseSeq(v); !ok {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %q: must be an event id (a decimal sequence number)", v))
+		if from, ok = parsePosition(v); !ok {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %q: must be an event id (a decimal sequence number, or seq:message_id:bytes as sent with text ahead of its commit)", v))
 			return
 		}
 	}
+	after := from.Seq
 	if !h.begin(w) {
 		return
 	}
 	defer h.streams.Done()
 
 	ctx, thread := r.Context(), id.String()
-	f, err := protocol.Follow(ctx, h.core, thread, after, h.log)
+	f, err := protocol.Follow(bus.WantPreviews(ctx), h.core, thread, after, h.log)
 	if err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeInvalid {
 			// The position is past the thread's end: a client of another
@@ -282,7 +285,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "thread not found")
 		return
 	}
-	h.stream(w, r, id, f, after, f.Head(), &threadView{proj: newProjector(id)})
+	h.stream(w, r, id, f, from, f.Head(), &threadView{proj: newProjector(id)})
 }
 
 // parseThreadID parses the path's thread id: a UUID in the canonical
@@ -297,6 +300,23 @@ func parseThreadID(w http.ResponseWriter, r *http.Request) (uuid.UUID, bool) {
 		return uuid.UUID{}, false
 	}
 	return id, true
+}
+
+// parsePosition parses an event id: a seq, or seq:stream:bytes.
+func parsePosition(v string) (protocol.Position, bool) {
+	seq, rest, ahead := strings.Cut(v, ":")
+	n, ok := parseSeq(seq)
+	if !ok {
+		return protocol.Position{}, false
+	}
+	if !ahead {
+		return protocol.Position{Seq: n}, true
+	}
+	p, err := protocol.ParsePosition(v)
+	if err != nil || len(rest) > 200 {
+		return protocol.Position{}, false
+	}
+	return p, true
 }
 
 // parseSeq parses an event id: 1 to 19 decimal digits that fit an int64.

@@ -71,7 +71,10 @@ type stream struct {
 	sw        *sse.Writer
 	thread    string
 	delivered int64 // seq of the last log event taken from the feed
-	beat      *time.Timer
+	// deltas keeps the message text sent ahead of its commit (previews)
+	// from being sent again when the commit arrives.
+	deltas protocol.Deltas
+	beat   *time.Timer
 }
 
 // stream answers 200 and streams what v shows of the thread's events from
@@ -79,14 +82,14 @@ type stream struct {
 // goes away, or Shutdown. When quietAt is not negative, the stream checks
 // whether the thread is quiet (see view.quiet) as soon as it has delivered
 // seq quietAt; it checks again whenever it has been idle for a heartbeat.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f *protocol.Follower, after, quietAt int64, v view) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f *protocol.Follower, from protocol.Position, quietAt int64, v view) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
 
 	s := &stream{
 		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
-		thread: id.String(), delivered: after, beat: time.NewTimer(h.opts.Heartbeat),
+		thread: id.String(), delivered: from.Seq, deltas: from.Resume(), beat: time.NewTimer(h.opts.Heartbeat),
 	}
 	defer s.beat.Stop()
 	// The connection may carry another request after this one; it must
@@ -152,10 +155,33 @@ func (s *stream) run(ctx context.Context, f *protocol.Follower, v view, quietAt 
 				}
 				continue
 			}
-			s.delivered = e.Seq
+			e, show, cut := s.deltas.Show(e)
+			if e.Preview == 0 {
+				s.delivered = e.Seq
+			}
+			if !show {
+				continue
+			}
 			out, show, end := v.show(e)
 			if show {
-				if err := s.sendShared(e.ID, out); err != nil {
+				var err error
+				key := e.ID
+				if pos := s.deltas.Position(s.delivered); pos.Stream != "" || e.Preview != 0 {
+					// Text ahead of the log: its id says how far ahead,
+					// and streams that are as far ahead share it. (A
+					// preview has the id of the delta that will commit
+					// it.)
+					setEventID(&out, pos.String())
+					key = "preview " + e.ID + " at " + pos.String()
+				}
+				if cut {
+					// The rest of a delta partly sent ahead: this
+					// stream's own.
+					err = s.send(out)
+				} else {
+					err = s.sendShared(key, out)
+				}
+				if err != nil {
 					return
 				}
 			}
@@ -204,8 +230,8 @@ func (s *stream) fail(what string, err error) {
 	_ = s.send(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received."))
 }
 
-// sendShared sends what the log event with id id shows as, encoding it
-// only when no other stream has.
+// sendShared sends e, what the log event (or preview) key names shows as,
+// encoding it only when no other stream has.
 func (s *stream) sendShared(id string, e threadsapi.StreamEvent) error {
 	if raw, ok := s.h.shared.get(id); ok {
 		return s.write(raw)

@@ -151,9 +151,10 @@ func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
 }
 
 // EventID returns the SSE id of e (the id of the variant its Type
-// selects): the thread's event sequence number in decimal, to be sent as
-// Last-Event-ID when resuming, or "" when the server sent none (the
-// original threads server did not).
+// selects): the stream's position, to be sent as Last-Event-ID when
+// resuming (the thread's event sequence number in decimal, followed by
+// ":message_id:bytes" on text sent ahead of its commit), or "" when the
+// server sent none (the original threads server did not).
 func EventID(e threadsapi.StreamEvent) string {
 	switch e.Type {
 	case threadsapi.AgentTextSSEStreamEvent:
@@ -168,6 +169,22 @@ func EventID(e threadsapi.StreamEvent) string {
 		return e.ErrorSSE.ID
 	}
 	return ""
+}
+
+// setEventID sets the SSE id of e.
+func setEventID(e *threadsapi.StreamEvent, id string) {
+	switch e.Type {
+	case threadsapi.AgentTextSSEStreamEvent:
+		e.AgentTextSSE.ID = id
+	case threadsapi.ToolCallSSEStreamEvent:
+		e.ToolCallSSE.ID = id
+	case threadsapi.ToolResultSSEStreamEvent:
+		e.ToolResultSSE.ID = id
+	case threadsapi.DoneSSEStreamEvent:
+		e.DoneSSE.ID = id
+	case threadsapi.ErrorSSEStreamEvent:
+		e.ErrorSSE.ID = id
+	}
 }
 
 // knownEvent reports whether the document defines an event of this name.
