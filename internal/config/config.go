@@ -77,6 +77,11 @@ type Config struct {
 	// commit for vendor models, not for the scripted one), "on" or "off"
 	// (agent.Config.CoalesceDeltas).
 	CoalesceDeltas string
+	// LiveDeltas is "auto" (previews with the default window for vendor
+	// models, none for the scripted one), "off", or a window such as
+	// "250ms": streamed deltas reach live subscribers ahead of their commit,
+	// which waits up to the window (agent.Config.LiveDeltas).
+	LiveDeltas string
 	// ShutdownGrace is how long running turns may go on after a stop signal.
 	ShutdownGrace time.Duration
 	// DebugAddr, when set, is a loopback address that serves the Go
@@ -213,6 +218,7 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	fs.IntVar(&c.ContextWindow, "context-window", 0, "the model's context window in tokens (default: from the table of known models)")
 	fs.StringVar(&c.AgentchatBroadcast, "agentchat-broadcast", "session", "agentchat delivery: session (sockets of the same session) or all (every socket)")
 	fs.StringVar(&c.AgentchatStream, "agentchat-stream", "message", "agentchat text: message (one agent_message per finished message) or chunks (one per model text chunk as it streams); a socket's ?stream= overrides it")
+	fs.StringVar(&c.LiveDeltas, "live-deltas", "auto", "send streamed deltas to threads SSE and agentchat clients at once and commit them in batches of up to this long: auto ("+DefaultLiveDeltas.String()+", except for the scripted model), off, or a duration")
 	fs.StringVar(&c.CoalesceDeltas, "coalesce-deltas", "auto", "merge the streamed deltas of one message that gather while a commit is in flight into one event: auto (on, except for the scripted model, whose scenarios contract tests replay chunk for chunk), on or off")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long running turns may finish after SIGINT/SIGTERM")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars and /debug/metrics (default: off)")
@@ -291,6 +297,9 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--coalesce-deltas %q: want auto, on or off", c.CoalesceDeltas))
 	}
+	if _, err := c.LiveDeltaWindow(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		errs = append(errs, fmt.Errorf("--database-url: only postgres:// URLs are supported"))
 	}
@@ -368,4 +377,26 @@ func (c *Config) Provider() string {
 		return "gemini"
 	}
 	return "scripted"
+}
+
+// DefaultLiveDeltas is the commit window of --live-deltas auto: at 50
+// tokens a second, a dozen tokens to a commit.
+const DefaultLiveDeltas = 250 * time.Millisecond
+
+// LiveDeltaWindow is --live-deltas as a window, 0 for off.
+func (c *Config) LiveDeltaWindow() (time.Duration, error) {
+	switch c.LiveDeltas {
+	case "auto":
+		if c.Provider() == "scripted" {
+			return 0, nil
+		}
+		return DefaultLiveDeltas, nil
+	case "off", "":
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.LiveDeltas)
+	if err != nil || d <= 0 || d > 10*time.Second {
+		return 0, fmt.Errorf("--live-deltas %q: want auto, off or a duration from 1ms to 10s", c.LiveDeltas)
+	}
+	return d, nil
 }

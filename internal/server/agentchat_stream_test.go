@@ -174,9 +174,25 @@ func TestAgentchatStreamModesShareSession(t *testing.T) {
 // exactly once: what streamed before it joined as one agent_message, then
 // the rest chunk by chunk. A message socket joining then gets it whole.
 // This holds whether the session already had a socket following it or
-// the joining socket is its first.
+// the joining socket is its first, and whether the text reaches sockets
+// once committed or ahead of its commit (--live-deltas), which commits
+// it in fewer, larger deltas.
 func TestAgentchatStreamJoinMidMessage(t *testing.T) {
-	ts := startServer(t, testConfig(t), Options{})
+	for _, live := range []string{"off", "200ms"} {
+		t.Run("live-deltas "+live, func(t *testing.T) {
+			testJoinMidMessage(t, live)
+		})
+	}
+}
+
+func testJoinMidMessage(t *testing.T, live string) {
+	ts := startServer(t, testConfig(t, "--live-deltas", live), Options{})
+	// A short reply streamed at once is one commit, and so one frame, when
+	// deltas are committed in batches.
+	chunked := replyChunks
+	if live != "off" {
+		chunked = replyText
+	}
 
 	t.Run("beside another socket", func(t *testing.T) {
 		first := dial(t, ts.url()+"?stream=chunks")
@@ -199,11 +215,27 @@ func TestAgentchatStreamJoinMidMessage(t *testing.T) {
 			"the first frame %q carries what streamed before the socket joined", lateParts[0])
 		assert.Less(t, len(lateParts), trickleWords, "the late socket joined mid-message: %q", lateParts)
 		whole.expect(agentMessage(trickleReply))
+		deltas := 0
+		logged, err := ts.core.Read(t.Context(), "mid-beside", 0, 1000)
+		require.NoError(t, err)
+		for _, e := range logged {
+			if e.Type() == event.TypeMessageCompleted {
+				break // the trickle's end; queued turns follow
+			}
+			if e.Type() == event.TypeMessageDelta {
+				deltas++
+			}
+		}
+		if live == "off" {
+			assert.Equal(t, trickleWords, deltas, "a delta per chunk")
+		} else {
+			assert.Less(t, deltas, trickleWords/2, "the chunks went out ahead of their commit, which took several at once")
+		}
 
 		// The queued chats run next; nothing of the message comes again.
-		order := queuedTurns(t, whole, false, "echo late", "echo whole")
-		assert.Equal(t, order, queuedTurns(t, first, true, "echo late", "echo whole"))
-		assert.Equal(t, order, queuedTurns(t, late, true, "echo late", "echo whole"))
+		order := queuedTurns(t, whole, replyWhole, "echo late", "echo whole")
+		assert.Equal(t, order, queuedTurns(t, first, chunked, "echo late", "echo whole"))
+		assert.Equal(t, order, queuedTurns(t, late, chunked, "echo late", "echo whole"))
 	})
 
 	t.Run("as the session's first socket", func(t *testing.T) {
@@ -233,15 +265,24 @@ func TestAgentchatStreamJoinMidMessage(t *testing.T) {
 		assert.GreaterOrEqual(t, len(lateParts[0]), len("This reply trickles "),
 			"the first frame %q carries what streamed before the socket joined", lateParts[0])
 		whole.expect(agentMessage(trickleReply))
-		order := queuedTurns(t, whole, false, "echo late", "echo whole")
-		assert.Equal(t, order, queuedTurns(t, late, true, "echo late", "echo whole"))
+		order := queuedTurns(t, whole, replyWhole, "echo late", "echo whole")
+		assert.Equal(t, order, queuedTurns(t, late, chunked, "echo late", "echo whole"))
 	})
 }
 
 // queuedTurns reads the turns of echo chats queued at once from several
 // sockets, which run in the order their posts arrived: each is the user's
 // message and its reply, whole or in chunks. It returns the order.
-func queuedTurns(t *testing.T, c *wsClient, chunks bool, echoes ...string) []string {
+// replyShape is how a reply reaches a socket.
+type replyShape int
+
+const (
+	replyWhole  replyShape = iota // one agent_message
+	replyChunks                   // several agent_messages
+	replyText                     // one or more agent_messages
+)
+
+func queuedTurns(t *testing.T, c *wsClient, shape replyShape, echoes ...string) []string {
 	t.Helper()
 	var order []string
 	for range echoes {
@@ -249,10 +290,13 @@ func queuedTurns(t *testing.T, c *wsClient, chunks bool, echoes ...string) []str
 		require.True(t, ok, "want the user_message of a queued chat")
 		require.Contains(t, echoes, u.Message)
 		order = append(order, u.Message)
-		if chunks {
-			c.expectChunks("You said: " + u.Message)
-		} else {
+		switch shape {
+		case replyWhole:
 			c.expect(agentMessage("You said: " + u.Message))
+		case replyChunks:
+			c.expectChunks("You said: " + u.Message)
+		case replyText:
+			c.text("You said: " + u.Message)
 		}
 	}
 	assert.ElementsMatch(t, echoes, order)

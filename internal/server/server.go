@@ -178,6 +178,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	if cfg.ContextWindow == 0 {
 		cfg.ContextWindow = llm.ContextWindow(cfg.Model)
 	}
+	liveDeltas, _ := cfg.LiveDeltaWindow() // checked by Validate
 	ag := agent.New(agent.Config{
 		Model: model, Tools: toolset, Policy: policy, MaxSteps: cfg.MaxSteps,
 		TotBranches: cfg.TotBranches, TotDepth: cfg.TotDepth, GraphParallel: cfg.GraphParallel,
@@ -187,6 +188,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		// By default scripted scenarios are played chunk for chunk, so
 		// that contract tests see the same frames every run.
 		CoalesceDeltas: cfg.CoalesceDeltas == "on" || (cfg.CoalesceDeltas == "auto" && cfg.Provider() != "scripted"),
+		LiveDeltas:     liveDeltas,
 	})
 	workflows, err := workflow.New(cfg.Workflows)
 	if err != nil {
