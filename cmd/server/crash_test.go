@@ -32,7 +32,7 @@ func scenarioPath(t *testing.T) string {
 // stream is what a threads client has read of one stream.
 type stream struct {
 	ids    []protocol.Position // the SSE ids, in order
-	text   string  // the agent_text chunks, concatenated
+	text   string              // the agent_text chunks, concatenated
 	end    threadsapi.StreamEvent
 	ended  bool
 	lastID string

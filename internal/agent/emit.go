@@ -49,9 +49,9 @@ type emitter struct {
 	ahead       int
 	aheadStream string
 	unpreviewed int
-	urgent  bool             // the queue holds something to append at once
-	first   time.Time        // when the oldest queued item was queued
-	pending int              // the bytes of delta text queued
+	urgent      bool      // the queue holds something to append at once
+	first       time.Time // when the oldest queued item was queued
+	pending     int       // the bytes of delta text queued
 }
 
 // item is an event to append, or (with flushed set) a flush marker.
