@@ -16,8 +16,9 @@ import (
 // a stream reaches the client once, whichever way it came first.
 //
 // Only one stream is ever ahead of the log: a run previews a delta only
-// when everything it emitted before is committed, so a consumer has had
-// the committed end of one stream before previews of the next begin.
+// when every event it emitted before is committed or is a previewed delta
+// of the same stream, so a consumer has had the committed end of one
+// stream before previews of the next begin.
 type Deltas struct {
 	stream    string
 	shown     int64 // bytes of stream shown, from its start
