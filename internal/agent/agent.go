@@ -160,6 +160,10 @@ type Spec struct {
 	// Logger, when set, logs this run instead of the agent's logger (a
 	// protocol's "verbose" run logs at debug level).
 	Logger *slog.Logger
+	// After, when known, is the seq of the thread's last event before the
+	// run (its user message): the run's first events may be previewed
+	// after it (Config.LiveDeltas) before any of them is committed.
+	After int64
 	// Compact makes the run only compact the thread's context (a manual
 	// compaction): it writes run.started with strategy
 	// event.StrategyCompact, context.compacted, and its end.
@@ -214,7 +218,7 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 	live = live && a.cfg.LiveDeltas > 0 && pv.Previews()
 	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas || live, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
 	if live {
-		em.previewing(pv.Preview, a.cfg.LiveDeltas)
+		em.previewing(pv.Preview, a.cfg.LiveDeltas, spec.After)
 	}
 	r := newRun(a, spec, em, inbox)
 	r.ctx = ctx

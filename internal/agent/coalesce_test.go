@@ -149,6 +149,13 @@ func TestLiveDeltasGoOutAheadOfTheirCommit(t *testing.T) {
 			assert.Len(t, payloads[event.MessageDelta](evs), 3, "one per chunk")
 			continue
 		}
+		var deltaPreviews []event.Event
+		for _, pv := range j.previews {
+			if pv.Type() == event.TypeMessageDelta {
+				deltaPreviews = append(deltaPreviews, pv)
+			}
+		}
+		j.previews = deltaPreviews
 		require.Len(t, j.previews, 2, "the chunks after the first went out ahead")
 		for i, pv := range j.previews {
 			d, ok := pv.Payload.(event.MessageDelta)
@@ -177,3 +184,57 @@ func TestLiveDeltasGoOutAheadOfTheirCommit(t *testing.T) {
 		checkIDs(t, evs)
 	}
 }
+
+// TestMarksLetTheFirstDeltasGoAhead holds every commit until the model has
+// streamed its whole reply: a run that knows the seq it follows
+// (Spec.After) previews the events that start it (run.started,
+// node.entered, message.started: marks, which show as nothing) and then
+// every delta, all before any commit, in the order it emits them, each
+// after that seq; the log gets the same events.
+func TestMarksLetTheFirstDeltasGoAhead(t *testing.T) {
+	e := newEnv(t, "text")
+	streamed := make(chan struct{})
+	a := e.agent(agent.Config{Model: finishing{Model: e.model, streamed: streamed}, LiveDeltas: time.Minute})
+	spec := agent.Spec{Thread: e.thread, Run: event.NewID(), Input: "say hello"}
+	user, err := e.store.Append(t.Context(), e.thread, event.New(e.thread, spec.Run, event.MessageUser{MessageID: event.NewID(), Text: "say hello"}))
+	require.NoError(t, err)
+	spec.After = user[0].Seq
+	j := &previewJournal{journal: newJournal(e.store, e.thread)}
+	held := heldPreviewJournal{heldJournal{journal: j.journal, streamed: streamed}, j}
+	require.NoError(t, a.Run(t.Context(), spec, held, agent.NewInbox()))
+
+	var types []event.Type
+	var text strings.Builder
+	for _, pv := range j.previews {
+		assert.Equal(t, spec.After, pv.Preview, "every preview follows the user's message")
+		if len(types) == 0 || types[len(types)-1] != pv.Type() {
+			types = append(types, pv.Type())
+		}
+		if d, ok := pv.Payload.(event.MessageDelta); ok {
+			assert.Equal(t, int64(text.Len()), d.Offset)
+			text.WriteString(d.Text)
+		}
+	}
+	assert.Equal(t, []event.Type{event.TypeRunStarted, event.TypeNodeEntered, event.TypeMessageStarted, event.TypeMessageDelta}, types,
+		"the marks, then the deltas, ahead of every commit")
+	assert.Equal(t, "Hello there.", text.String())
+	evs := e.runEvents(spec.Run)
+	previewed := map[string]bool{}
+	for _, pv := range j.previews {
+		previewed[pv.ID] = true
+	}
+	for _, ev := range evs {
+		if ev.Type() == event.TypeRunStarted || ev.Type() == event.TypeMessageStarted {
+			assert.True(t, previewed[ev.ID], "the commit of %s has its preview's id", ev.Type())
+		}
+	}
+}
+
+// heldPreviewJournal is a heldJournal that takes previews.
+type heldPreviewJournal struct {
+	heldJournal
+	p *previewJournal
+}
+
+func (j heldPreviewJournal) Preview(e event.Event) { j.p.Preview(e) }
+func (j heldPreviewJournal) Previews() bool         { return true }

@@ -71,10 +71,25 @@ func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce boo
 	return e
 }
 
-// previewing turns previews on: deltas go to send ahead of their commit,
-// which may then wait up to window. Call it before the first emit.
-func (e *emitter) previewing(send func(event.Event), window time.Duration) {
-	e.preview, e.window, e.offsets = send, window, map[string]int64{}
+// previewing turns previews on: deltas (and marks) go to send ahead of
+// their commit, which may then wait up to window; after, when not zero, is
+// the seq of the thread's event before the run's first. Call it before the
+// first emit.
+func (e *emitter) previewing(send func(event.Event), window time.Duration, after int64) {
+	e.preview, e.window, e.offsets, e.base = send, window, map[string]int64{}, after
+}
+
+// mark reports whether p is a mark: an event that starts something and
+// shows as nothing by itself on the protocols that take previews, and so
+// may be previewed like a delta (consumers know its commit by its id),
+// letting the deltas that follow it go out without waiting for its
+// commit.
+func mark(p event.Payload) bool {
+	switch p.(type) {
+	case event.RunStarted, event.NodeEntered, event.MessageStarted, event.ToolCallStarted:
+		return true
+	}
+	return false
 }
 
 // emit queues p as the run's next event. It fails once an append has failed.
@@ -100,6 +115,11 @@ func (e *emitter) emit(p event.Payload) error {
 				e.unpreviewed++
 				e.urgent = true
 			}
+		} else if mark(p) && e.unpreviewed == 0 && e.holding == 0 && e.base > 0 {
+			pv := it.ev
+			pv.Preview = e.base
+			e.preview(pv)
+			it.previewed = true
 		} else {
 			e.holding++
 			e.urgent = true
@@ -246,7 +266,9 @@ func (e *emitter) committed(batch []item, events []event.Event) {
 		switch {
 		case it.flushed != nil:
 		case !it.delta:
-			e.holding--
+			if !it.previewed {
+				e.holding--
+			}
 		case it.previewed:
 			e.ahead--
 		default:
@@ -263,8 +285,11 @@ func (e *emitter) committed(batch []item, events []event.Event) {
 	for i := range e.q {
 		it := &e.q[i]
 		flushing = flushing || it.flushed != nil
-		if !it.delta || it.previewed {
+		if it.flushed != nil || it.previewed {
 			continue
+		}
+		if !it.delta {
+			return // an event that waits for its commit: what follows waits too
 		}
 		d, _ := event.AsDelta(it.ev.Payload)
 		if !e.previewable(d.Stream) {

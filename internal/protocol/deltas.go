@@ -20,6 +20,7 @@ import (
 // of the same stream, so a consumer has had the committed end of one
 // stream before previews of the next begin.
 type Deltas struct {
+	marks     []string // ids of previewed events that are not deltas, not yet committed
 	stream    string
 	shown     int64 // bytes of stream shown, from its start
 	committed int64 // bytes of stream shown that the consumer had committed
@@ -29,11 +30,12 @@ type Deltas struct {
 // Show returns the part of e's delta not shown yet, with show false when
 // nothing of it is left to show (a repeat, or a preview that would leave a
 // hole because an earlier one was missed) and cut true when that part is
-// not the whole delta. Events that are not deltas are returned whole.
+// not the whole delta. Events that are not deltas are returned whole, and
+// shown unless they are the commit of one previewed before.
 func (d *Deltas) Show(e event.Event) (out event.Event, show, cut bool) {
 	delta, ok := event.AsDelta(e.Payload)
 	if !ok {
-		return e, true, false
+		return e, d.mark(e), false
 	}
 	if e.Preview != 0 {
 		switch {
@@ -62,6 +64,32 @@ func (d *Deltas) Show(e event.Event) (out event.Event, show, cut bool) {
 	}
 	d.shown = end
 	return e, true, cut
+}
+
+// maxMarks bounds the previewed marks remembered: a run previews one or
+// two before their commit, and a preview whose commit never comes (the
+// server died) must not be remembered for ever.
+const maxMarks = 16
+
+// mark reports whether e, an event that is not a delta, is to be shown:
+// a preview of one (a mark: an event that starts a message or a call and
+// goes out ahead of its commit) is, and remembered; its commit, known by
+// its id, is not.
+func (d *Deltas) mark(e event.Event) bool {
+	if e.Preview != 0 {
+		if len(d.marks) == maxMarks {
+			d.marks = d.marks[1:]
+		}
+		d.marks = append(d.marks, e.ID)
+		return true
+	}
+	for i, id := range d.marks {
+		if id == e.ID {
+			d.marks = append(d.marks[:i], d.marks[i+1:]...)
+			return false
+		}
+	}
+	return true
 }
 
 // Ahead reports the stream and its bytes the consumer has shown beyond

@@ -66,6 +66,16 @@ func TestDeltasShowEachByteOnce(t *testing.T) {
 	assert.True(t, ok)
 	ok, _ = show(event.Event{Seq: 10, Payload: event.MessageCompleted{MessageID: "m2", Text: "a"}})
 	assert.True(t, ok, "events that are not deltas pass")
+
+	// A mark previewed is shown once: its commit, known by its id, is not.
+	started := event.Event{ID: "e1", Preview: 10, Payload: event.MessageStarted{MessageID: "m3"}}
+	ok, _ = show(started)
+	assert.True(t, ok)
+	started.Preview, started.Seq = 0, 11
+	ok, _ = show(started)
+	assert.False(t, ok, "the commit of a previewed mark")
+	ok, _ = show(started)
+	assert.True(t, ok, "an event not previewed passes")
 }
 
 // TestPositionsRoundTrip parses what Position prints, and resumes with it.

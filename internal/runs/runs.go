@@ -219,7 +219,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 // endDeadRun ends in the log every run of c's thread that has no end,
 // after closing the messages they were streaming.
 func (m *Manager) endDeadRun(ctx context.Context, c store.RunClaim) error {
-	n, err := m.interrupt(ctx, c.Thread)
+	n, err := m.interrupt(ctx, c.Thread, c.Run)
 	if err != nil {
 		return err
 	}
@@ -230,26 +230,37 @@ func (m *Manager) endDeadRun(ctx context.Context, c store.RunClaim) error {
 	return nil
 }
 
-// interrupt ends every run of thread that has no end in the log, and says
-// how many there were. A message a run was streaming is completed with the
-// text it had streamed, marked incomplete, so that the history shows it.
-func (m *Manager) interrupt(ctx context.Context, thread string) (int, error) {
+// interrupt ends every run of thread that has no end in the log, and the
+// claimed run (the one the dead owner held the thread for) if it has
+// neither start nor end: it died before committing anything of its own,
+// though its clients may have been sent some of it ahead of the commit.
+// It says how many runs it ended. A message a run was streaming is
+// completed with the text it had streamed, marked incomplete, so that the
+// history shows it.
+func (m *Manager) interrupt(ctx context.Context, thread, claimed string) (int, error) {
 	hist, err := m.cfg.Log.History(ctx, thread)
 	if err != nil {
 		return 0, fmt.Errorf("read history: %w", err)
 	}
 	open := map[string]int64{} // run -> seq of its run.started
+	seen := map[string]bool{}  // runs started or ended
 	var order []string
 	for _, e := range hist {
 		switch e.Payload.(type) {
 		case event.RunStarted:
 			open[e.Run] = e.Seq
+			seen[e.Run] = true
 			order = append(order, e.Run)
 		case event.RunCompleted, event.RunFailed, event.RunCancelled:
 			delete(open, e.Run)
+			seen[e.Run] = true
 		}
 	}
 	var ends []event.Event
+	if claimed != "" && !seen[claimed] {
+		ends = append(ends, event.New(thread, claimed, event.RunFailed{Code: event.CodeInterrupted,
+			Message: "The server stopped while this run was going on."}))
+	}
 	for _, run := range order {
 		from, ok := open[run]
 		if !ok {
@@ -549,9 +560,14 @@ func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in 
 		return err
 	}
 	// A compaction (RunOptions.Compact) carries no user message.
+	var after int64
 	if !in.Options.Compact {
 		user := event.New(o.thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
-		if _, err := m.cfg.Log.Append(ctx, o.thread, user); err != nil {
+		committed, err := m.cfg.Log.Append(ctx, o.thread, user)
+		if n := len(committed); n > 0 {
+			after = committed[n-1].Seq
+		}
+		if err != nil {
 			if release != nil {
 				release()
 			}
@@ -563,7 +579,7 @@ func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in 
 	a := &active{id: in.runID, cancel: cancel, inbox: agent.NewInbox()}
 	o.run = a
 	spec.Thread, spec.Run, spec.Input, spec.Interactive = o.thread, in.runID, in.Text, in.Interactive
-	spec.Compact = in.Options.Compact
+	spec.Compact, spec.After = in.Options.Compact, after
 	go func() {
 		defer m.wg.Done()
 		defer cancel(nil)

@@ -796,3 +796,19 @@ func TestRecoverAtStart(t *testing.T) {
 	}
 	assert.Equal(t, []string{"The answer is", "Echo: and then?"}, texts, "the partial answer stays in the history")
 }
+
+// TestRecoverARunThatLoggedNothing: a node that died after logging the
+// user's message, but before its run committed anything of its own (its
+// clients may have seen text sent ahead of the commit), leaves a claim on
+// a run with no start in the log; recovery ends that run too, so its
+// clients learn that it was interrupted.
+func TestRecoverARunThatLoggedNothing(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.log.Append(t.Context(), "t1", event.New("t1", "dead", event.MessageUser{MessageID: "m1", Text: "tell me"}))
+	require.NoError(t, err)
+	require.NoError(t, e.store.ClaimRun(t.Context(), store.RunClaim{Thread: "t1", Run: "dead", Node: "crashed"}, time.Hour))
+	e.newManager() // recovers at start
+	assert.Equal(t, event.CodeInterrupted, e.log.waitFor(t, 1, ended("dead")).Payload.(event.RunFailed).Code)
+	assert.Empty(t, e.active("t1"))
+	assert.Equal(t, []string{"message.user dead", "run.failed dead"}, e.events("t1", map[string]string{"dead": "dead"}))
+}

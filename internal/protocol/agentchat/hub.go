@@ -189,8 +189,14 @@ func (h *hub) event(ctx context.Context, w *watcher, e event.Event) {
 	if e.Preview != 0 {
 		// Text ahead of its commit is for chunks sockets, and only of a
 		// message followed from its start; the commit brings the rest.
-		p, ok := e.Payload.(event.MessageDelta)
-		if !ok || h.nchunks.Load() == 0 || !w.texts.known(p.MessageID) {
+		// The start of a message may come ahead too.
+		switch p := e.Payload.(type) {
+		case event.MessageStarted:
+		case event.MessageDelta:
+			if h.nchunks.Load() == 0 || !w.texts.known(p.MessageID) {
+				return
+			}
+		default:
 			return
 		}
 	}
