@@ -237,4 +237,4 @@ type heldPreviewJournal struct {
 }
 
 func (j heldPreviewJournal) Preview(e event.Event) { j.p.Preview(e) }
-func (j heldPreviewJournal) Previews() bool         { return true }
+func (j heldPreviewJournal) Previews() bool        { return true }
