@@ -17,12 +17,13 @@ import (
 //
 // Events reach clients once committed, since the journal publishes after
 // commit, with one exception: with previews on (Config.LiveDeltas), a delta
-// emitted while every earlier event of the run is committed goes to the
-// thread's live subscribers at once, as a preview, and its commit may wait
-// up to the window for more deltas of its stream, so that a streamed reply
-// costs the log an event per window instead of one per chunk. Each delta
-// then carries its offset in its stream, by which consumers tell the bytes
-// they were shown ahead from those they were not.
+// (or a mark, see mark) emitted while every earlier event of the run is
+// committed or went out ahead itself goes to the thread's live subscribers
+// at once, as a preview, and its commit may wait up to the window for more
+// deltas of its stream, so that a streamed reply costs the log an event
+// per window instead of one per chunk. Each delta then carries its offset
+// in its stream, by which consumers tell the bytes they were shown ahead
+// from those they were not; a mark's commit is known by its id.
 type emitter struct {
 	j           Journal
 	ctx         context.Context // for appends: outlives the run's cancellation
@@ -41,8 +42,8 @@ type emitter struct {
 	done chan struct{}
 	// With previews on:
 	offsets map[string]int64 // the bytes emitted so far, per delta stream
-	base    int64            // the seq of the run's last committed event
-	holding int              // events other than deltas queued or being appended
+	base    int64            // the seq of the run's last committed event (or of the one before the run)
+	holding int              // events queued or being appended that are neither deltas nor previewed
 	// Deltas queued or being appended: those previewed (all of stream
 	// aheadStream, so that consumers are ahead of the log in one stream
 	// at most) and those not.
@@ -59,7 +60,7 @@ type item struct {
 	ev        event.Event
 	flushed   chan error
 	delta     bool // ev is a delta
-	previewed bool // ev has gone out as a preview
+	previewed bool // ev has gone out as a preview (a delta or a mark)
 }
 
 func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce bool, onFail func(error)) *emitter {
