@@ -89,20 +89,21 @@ type Subscription interface {
 type Handler func(ctx context.Context, cmd event.Command) error
 
 // A Previewer is a Bus that can also carry previews (event.Event.Preview):
-// deltas sent to the thread's current subscribers before they are
-// committed. A preview is offered, never owed: a subscriber whose queue is
-// full misses it (and is not ended for it), and a bus that cannot carry
-// previews cheaply (one that crosses the network) simply is no Previewer;
-// the committed delta brings the same text later. The local bus is one.
+// deltas sent before they are committed to the thread's current
+// subscribers that asked for them (WantPreviews). A preview is offered,
+// never owed: a subscriber whose queue is full misses it (and is not ended
+// for it), and a bus that cannot carry previews cheaply (one that crosses
+// the network) simply is no Previewer; the committed delta brings the same
+// text later. The local bus is one.
 type Previewer interface {
 	Preview(thread string, e event.Event)
 }
 
 type previewsKey struct{}
 
-// WantPreviews marks ctx, given to a subscribe call, as coming from a
-// consumer that handles previews; subscriptions made without it never
-// deliver one.
+// WantPreviews marks ctx, given to a subscribe call (Bus.Subscribe, or the
+// thread service's), as coming from a consumer that handles previews;
+// subscriptions made without it never deliver one.
 func WantPreviews(ctx context.Context) context.Context {
 	return context.WithValue(ctx, previewsKey{}, true)
 }

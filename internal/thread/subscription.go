@@ -109,7 +109,11 @@ func (s *Subscription) run(ctx context.Context, live bus.Subscription, after, la
 		}
 		why := err
 		live.Close()
-		if live, err = s.svc.bus.Subscribe(ctx, s.thread, s.svc.opts.QueueSize); err != nil {
+		sctx := ctx
+		if s.previews {
+			sctx = bus.WantPreviews(ctx)
+		}
+		if live, err = s.svc.bus.Subscribe(sctx, s.thread, s.svc.opts.QueueSize); err != nil {
 			live = closedFeed{}
 			s.finish(ctx, err)
 			return

@@ -60,12 +60,15 @@ func (b *Bus) Publish(ctx context.Context, thread string, events []event.Event) 
 var _ bus.Previewer = (*Bus)(nil)
 
 // Preview implements bus.Previewer: it offers e to each of the thread's
-// subscribers, skipping those whose queue is full.
+// subscribers that asked for previews (bus.WantPreviews), skipping those
+// whose queue is full.
 func (b *Bus) Preview(thread string, e event.Event) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	for s := range b.subs[thread] {
-		s.Offer(e)
+		if s.previews {
+			s.Offer(e)
+		}
 	}
 }
 
@@ -77,7 +80,7 @@ func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subs
 	if queue <= 0 {
 		return nil, fmt.Errorf("bus: queue must be positive, not %d", queue)
 	}
-	s := &subscription{Queue: bus.NewQueue(queue), bus: b, thread: thread}
+	s := &subscription{Queue: bus.NewQueue(queue), bus: b, thread: thread, previews: bus.PreviewsWanted(ctx)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -191,8 +194,9 @@ type handler struct {
 // subscription is a bus.Queue that the bus fills and Close removes.
 type subscription struct {
 	*bus.Queue
-	bus    *Bus
-	thread string
+	bus      *Bus
+	thread   string
+	previews bool // offered previews (bus.WantPreviews)
 }
 
 func (s *subscription) Close() {
