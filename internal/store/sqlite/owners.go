@@ -16,14 +16,16 @@ func (s *Store) OwnThread(ctx context.Context, thread, principal string) (string
 	if thread == "" || principal == "" {
 		return "", fmt.Errorf("sqlite: own thread: thread and principal are required")
 	}
-	if _, err := s.exec(ctx, "own thread "+thread, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
-		ON CONFLICT (thread) DO NOTHING`, thread, principal, now()); err != nil {
-		return "", err
-	}
 	var owner string
-	// The write connection reads its own write.
-	if err := s.wdb.QueryRowContext(ctx, `SELECT principal FROM thread_owners WHERE thread = ?`, thread).Scan(&owner); err != nil {
-		return "", fmt.Errorf("sqlite: owner of %q: %w", thread, s.closedErr(err))
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
+			ON CONFLICT (thread) DO NOTHING`, thread, principal, now()); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT principal FROM thread_owners WHERE thread = ?`, thread).Scan(&owner)
+	})
+	if err != nil {
+		return "", fmt.Errorf("sqlite: own thread %q: %w", thread, s.closedErr(err))
 	}
 	return owner, nil
 }

@@ -13,10 +13,10 @@ import (
 
 var _ store.Runs = (*Store)(nil)
 
-// The claims and the queue are written on the write connection, so that
-// they wait for a group commit in progress rather than failing with
-// SQLITE_BUSY; leases are timed by this process's clock, the only one
-// writing the file (the data directory is one server's).
+// The claims and the queue are written in the group commit (Store.write),
+// beside the events: they share its sync of the disk, and wait for it rather
+// than fail with SQLITE_BUSY. Leases are timed by this process's clock, the
+// only one writing the file (the data directory is one server's).
 
 func now() int64 { return time.Now().UnixMicro() }
 
@@ -29,18 +29,20 @@ func checkClaim(c store.RunClaim) error {
 
 // exec runs a write and reports whether it changed a row.
 func (s *Store) exec(ctx context.Context, what, q string, args ...any) (bool, error) {
-	if err := s.usable(ctx); err != nil {
-		return false, err
-	}
-	res, err := s.wdb.ExecContext(ctx, q, args...)
+	var changed bool
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = n > 0
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("sqlite: %s: %w", what, s.closedErr(err))
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("sqlite: %s: %w", what, err)
-	}
-	return n > 0, nil
+	return changed, nil
 }
 
 // ClaimRun implements store.Runs.
@@ -73,16 +75,21 @@ func (s *Store) MoveRun(ctx context.Context, c store.RunClaim, from string, leas
 
 // RenewRuns implements store.Runs.
 func (s *Store) RenewRuns(ctx context.Context, node string, lease time.Duration) ([]store.RunClaim, error) {
-	if err := s.usable(ctx); err != nil {
-		return nil, err
-	}
 	t := now()
-	rows, err := s.wdb.QueryContext(ctx, `UPDATE runs SET expires = ? WHERE node = ?
-		RETURNING thread, run, node, since, expires`, t+lease.Microseconds(), node)
+	var claims []store.RunClaim
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE runs SET expires = ? WHERE node = ?
+			RETURNING thread, run, node, since, expires`, t+lease.Microseconds(), node)
+		if err != nil {
+			return err
+		}
+		claims, err = scanClaims(rows, t)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: renew runs of %s: %w", node, s.closedErr(err))
 	}
-	return scanClaims(rows, t)
+	return claims, nil
 }
 
 // TakeOverRun implements store.Runs.
@@ -165,18 +172,23 @@ func (s *Store) EnqueueInput(ctx context.Context, thread string, in store.Queued
 
 // DequeueInput implements store.Runs.
 func (s *Store) DequeueInput(ctx context.Context, thread string) (store.QueuedInput, bool, error) {
-	if err := s.usable(ctx); err != nil {
-		return store.QueuedInput{}, false, err
-	}
 	var (
-		in   store.QueuedInput
-		opts string
+		in    store.QueuedInput
+		opts  string
+		found bool
 	)
-	err := s.wdb.QueryRowContext(ctx, `DELETE FROM run_queue WHERE id = (
-			SELECT id FROM run_queue WHERE thread = ? ORDER BY id LIMIT 1)
-		RETURNING run, message_id, text, interactive, options`, thread).
-		Scan(&in.Run, &in.MessageID, &in.Text, &in.Interactive, &opts)
-	if errors.Is(err, sql.ErrNoRows) {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `DELETE FROM run_queue WHERE id = (
+				SELECT id FROM run_queue WHERE thread = ? ORDER BY id LIMIT 1)
+			RETURNING run, message_id, text, interactive, options`, thread).
+			Scan(&in.Run, &in.MessageID, &in.Text, &in.Interactive, &opts)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err == nil && !found {
 		return store.QueuedInput{}, false, nil
 	}
 	if err != nil {
@@ -190,15 +202,19 @@ func (s *Store) DequeueInput(ctx context.Context, thread string) (store.QueuedIn
 
 // DropQueue implements store.Runs.
 func (s *Store) DropQueue(ctx context.Context, thread string) (int, error) {
-	if err := s.usable(ctx); err != nil {
-		return 0, err
-	}
-	res, err := s.wdb.ExecContext(ctx, `DELETE FROM run_queue WHERE thread = ?`, thread)
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE thread = ?`, thread)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: drop the queue of %q: %w", thread, s.closedErr(err))
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	return int(n), nil
 }
 
 // QueueLen implements store.Runs.

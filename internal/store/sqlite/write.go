@@ -121,6 +121,12 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 	)
 	threadSeq := tx.StmtContext(ctx, w.threadSeq)
 	for _, a := range batch {
+		if a.Write != nil {
+			if a.Err, err = s.runWrite(ctx, tx, a.Write); err != nil {
+				return err
+			}
+			continue
+		}
 		if !seen[a.Thread] {
 			seen[a.Thread] = true
 			touched = append(touched, a.Thread)
@@ -150,6 +156,47 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// A write is a change other than an append (a run's claim, a thread's
+// owner) made on the write connection in a group commit's transaction
+// (Store.write).
+type write func(ctx context.Context, tx *sql.Tx) error
+
+// write runs w in the next group commit and waits for that commit: many
+// small writes, each its own transaction, would each pay a sync of the disk
+// and be made one after another on the one write connection.
+//
+// A write offered is waited for even if ctx ends meanwhile (the commit's
+// own timeout bounds the wait), so that the caller always learns whether it
+// was made: a claim reported as failed must not have been taken.
+func (s *Store) write(ctx context.Context, w write) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	return s.commit.Do(context.WithoutCancel(ctx), w)
+}
+
+// runWrite runs a write within a savepoint, so that a failing write is undone
+// alone: its error is returned as failed, and the batch goes on. err is what
+// fails the batch.
+func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, w any) (failed, err error) {
+	fn, ok := w.(write)
+	if !ok {
+		return nil, fmt.Errorf("unknown write %T", w)
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	if failed = fn(ctx, tx); failed != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO write`); err != nil {
+			return nil, fmt.Errorf("undo a failed write (%v): %w", failed, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE write`); err != nil {
+		return nil, fmt.Errorf("release savepoint: %w", err)
+	}
+	return failed, nil
 }
 
 // insertRows inserts event rows (7 values each) with the fewest statements

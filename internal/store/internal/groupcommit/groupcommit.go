@@ -30,13 +30,21 @@ type Append struct {
 	Events []event.Event
 	// Data holds each event's encoded payload.
 	Data [][]byte
+	// Write, set in place of Events (see Committer.Do), is a write of the
+	// backend's own, which its Flush runs in the batch's transaction.
+	Write any
+	// Err is set by Flush when Write failed on its own, without failing the
+	// batch (the backend undid just that write): the caller is told Err.
+	Err error
 
 	ctx  context.Context
 	done chan error
 }
 
 // Flush commits batch in one transaction, assigning every event its Seq. It
-// commits all of the batch or none of it.
+// commits all of the batch or none of it, with one exception: a backend that
+// takes writes of its own (Append.Write) may undo one that fails, set its
+// Err, and commit the rest.
 type Flush func(ctx context.Context, batch []*Append) error
 
 // Options tune a Committer; the zero value is usable.
@@ -87,30 +95,55 @@ func (c *Committer) Append(ctx context.Context, thread string, events []event.Ev
 	if err != nil || a == nil {
 		return nil, err
 	}
+	if err := c.submit(ctx, a); err != nil {
+		return nil, err
+	}
+	return a.Events, nil
+}
+
+// Do commits write in the next batch, in the same transaction as the appends
+// beside it, and reports its outcome. write is whatever the backend's Flush
+// runs as Append.Write. Small writes that would each pay a commit of their
+// own (a run's claim, a thread's owner) thus share one with everything else
+// being written.
+func (c *Committer) Do(ctx context.Context, write any) error {
+	if write == nil {
+		return errors.New("store: nothing to write")
+	}
+	return c.submit(ctx, &Append{Write: write})
+}
+
+// submit hands a to the writer and waits for its batch.
+func (c *Committer) submit(ctx context.Context, a *Append) error {
 	// An append whose context is already done must commit nothing, so check
 	// before offering it: select picks at random among ready cases.
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	a.ctx = ctx
 	a.done = make(chan error, 1)
 	select {
 	case c.reqs <- a:
 	case <-c.closing:
-		return nil, store.ErrClosed
+		return store.ErrClosed
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	select {
 	case err := <-a.done:
-		if err != nil {
-			return nil, err
-		}
-		return a.Events, nil
+		return err
 	case <-ctx.Done():
 		// The batch goes on without this caller; a.done is buffered.
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// size is what a counts against MaxEvents.
+func (a *Append) size() int {
+	if a.Write != nil {
+		return 1
+	}
+	return len(a.Events)
 }
 
 // Close refuses new appends, commits those already taken and waits for the
@@ -141,7 +174,7 @@ func (c *Committer) run() {
 // about to append, and an idle store pays one yield, never a timer.
 func (c *Committer) collect(first *Append) []*Append {
 	batch := []*Append{first}
-	n := len(first.Events)
+	n := first.size()
 	for n < c.opts.MaxEvents {
 		runtime.Gosched()
 		found := false
@@ -150,7 +183,7 @@ func (c *Committer) collect(first *Append) []*Append {
 			select {
 			case a := <-c.reqs:
 				batch = append(batch, a)
-				n += len(a.Events)
+				n += a.size()
 				found = true
 			default:
 				break drain
@@ -184,7 +217,11 @@ func (c *Committer) commit(batch []*Append) {
 		err = fmt.Errorf("store: commit %d events: %w", countEvents(live), err)
 	}
 	for _, a := range live {
-		a.done <- err
+		if err == nil {
+			a.done <- a.Err
+		} else {
+			a.done <- err
+		}
 	}
 }
 

@@ -57,6 +57,58 @@ func TestBatchesShareOneFlush(t *testing.T) {
 	})
 }
 
+// TestWritesShareTheBatch: writes (Do) join the batch of the appends
+// waiting beside them, and a write's own failure (Err) reaches its caller
+// alone.
+func TestWritesShareTheBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		mine := errors.New("this write failed")
+		var batches [][]string // written by the writer goroutine only
+		c := New(func(ctx context.Context, batch []*Append) error {
+			if len(batches) == 0 {
+				<-release
+			}
+			var kinds []string
+			for _, a := range batch {
+				switch w := a.Write.(type) {
+				case nil:
+					kinds = append(kinds, "append")
+				case string:
+					kinds = append(kinds, w)
+					if w == "bad" {
+						a.Err = mine
+					}
+				}
+			}
+			batches = append(batches, kinds)
+			return nil
+		}, Options{})
+
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, err := c.Append(t.Context(), "first", []event.Event{ev()})
+			assert.NoError(t, err)
+		})
+		synctest.Wait() // the writer holds "first" in its flush
+		wg.Go(func() { assert.NoError(t, c.Do(t.Context(), "good")) })
+		synctest.Wait()
+		wg.Go(func() { assert.ErrorIs(t, c.Do(t.Context(), "bad"), mine) })
+		synctest.Wait()
+		wg.Go(func() {
+			_, err := c.Append(t.Context(), "t", []event.Event{ev()})
+			assert.NoError(t, err)
+		})
+		synctest.Wait()
+		close(release)
+		wg.Wait()
+		c.Close()
+		require.Len(t, batches, 2)
+		assert.ElementsMatch(t, []string{"good", "bad", "append"}, batches[1])
+		assert.Error(t, c.Do(t.Context(), nil), "nothing to write")
+	})
+}
+
 func TestFlushErrorReachesEveryCaller(t *testing.T) {
 	boom := errors.New("disk full")
 	c := New(func(context.Context, []*Append) error { return boom }, Options{})
