@@ -201,6 +201,9 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) error {
 	index := make(map[string]int64, len(batch)) // thread -> its index in threads, from 1
 	var threads []string
 	for _, a := range batch {
+		if a.Write != nil {
+			return errors.New("postgres: writes other than appends are not batched")
+		}
 		n += len(a.Events)
 		if _, ok := index[a.Thread]; !ok {
 			threads = append(threads, a.Thread)

@@ -201,10 +201,7 @@ func (s *Store) LastSeq(ctx context.Context, thread string) (int64, error) {
 		return 0, err
 	}
 	var seq int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT last_seq FROM threads WHERE id = ?`, thread).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE thread = ?`, thread).Scan(&seq)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: last seq of %q: %w", thread, s.closedErr(err))
 	}
@@ -219,8 +216,13 @@ func (s *Store) Threads(ctx context.Context, after string, limit int) ([]store.T
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT id, last_seq, created, updated FROM threads
-		WHERE id > ? ORDER BY id LIMIT ?`, after, limit)
+	// A thread's last seq and its last write are those of its last event
+	// (a probe of the events' primary key); Updated is that event's Time,
+	// and never before Created.
+	rows, err := s.rdb.QueryContext(ctx, `SELECT t.id, coalesce(l.seq, 0), t.created, max(t.created, coalesce(l.time, 0))
+		FROM threads t LEFT JOIN events l
+			ON l.thread = t.id AND l.seq = (SELECT max(seq) FROM events WHERE thread = t.id)
+		WHERE t.id > ? ORDER BY t.id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: threads: %w", s.closedErr(err))
 	}

@@ -122,3 +122,45 @@ func TestMigrationClaimsRunsLeftOpen(t *testing.T) {
 	assert.Equal(t, "dead", claims[0].Run)
 	assert.Equal(t, "unknown", claims[0].Node)
 }
+
+// TestMigrationKeepsSeqsWithoutLastSeq opens a database of schema version 3,
+// whose threads row kept each thread's last seq: after the migration that
+// drops it, the thread's last seq and last write come from its events and
+// appends go on from there.
+func TestMigrationKeepsSeqsWithoutLastSeq(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlite.FileName))
+	require.NoError(t, err)
+	_, err = db.Exec(`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied INTEGER NOT NULL) STRICT`)
+	require.NoError(t, err)
+	for i, name := range []string{"0001_events", "0002_runs", "0003_owners"} {
+		m, err := os.ReadFile("migrations/" + name + ".sql")
+		require.NoError(t, err)
+		_, err = db.Exec(string(m))
+		require.NoError(t, err, name)
+		_, err = db.Exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, i+1, name)
+		require.NoError(t, err)
+	}
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	last := created.Add(time.Minute)
+	_, err = db.Exec(`INSERT INTO threads (id, last_seq, created, updated) VALUES ('t', 2, ?, ?)`, created.UnixMicro(), last.UnixMicro())
+	require.NoError(t, err)
+	for seq, at := range map[int64]time.Time{1: created, 2: last} {
+		_, err = db.Exec(`INSERT INTO events (thread, seq, id, run, type, time, data) VALUES ('t', ?, ?, 'r', ?, ?, '{}')`,
+			seq, event.NewID(), string(event.TypeRunCancelled), at.UnixMicro())
+		require.NoError(t, err)
+	}
+	require.NoError(t, db.Close())
+
+	s := open(t, dir)
+	seq, err := s.LastSeq(t.Context(), "t")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), seq)
+	threads, err := s.Threads(t.Context(), "", 10)
+	require.NoError(t, err)
+	require.Len(t, threads, 1)
+	assert.Equal(t, store.ThreadInfo{ID: "t", LastSeq: 2, Created: created, Updated: last}, threads[0])
+	got, err := s.Append(t.Context(), "t", event.Event{Payload: event.RunCancelled{}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), got[0].Seq)
+}

@@ -38,8 +38,8 @@ type writer struct {
 	dataVersion *sql.Stmt
 	threadSeq   *sql.Stmt
 
-	// lastSeq caches threads.last_seq of threads this connection wrote, so
-	// a batch needs no lookup per append. It is trusted only while
+	// lastSeq caches the last seq of threads this connection wrote, so a
+	// batch needs no lookup per append. It is trusted only while
 	// version is unchanged: PRAGMA data_version moves when another
 	// connection (another process, another Store) commits to the file, and
 	// stays put for this connection's own commits.
@@ -68,7 +68,7 @@ func (s *Store) prepareWriter(ctx context.Context) error {
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?), ", n), ", "))
 	}
 	w.dataVersion = prep(`PRAGMA data_version`)
-	w.threadSeq = prep(`SELECT last_seq FROM threads WHERE id = ?`)
+	w.threadSeq = prep(`SELECT coalesce(max(seq), 0) FROM events WHERE thread = ?`)
 	return err
 }
 
@@ -88,8 +88,8 @@ func (w *writer) close() error {
 }
 
 // flush commits one batch of appends in one transaction: take each thread's
-// last seq (cached), insert the events, then store each thread's new
-// last_seq. BEGIN IMMEDIATE takes the write lock first, so seqs stay gapless
+// last seq (cached, else its events' max(seq)), insert the events, and
+// record the threads that begin. BEGIN IMMEDIATE takes the write lock first, so seqs stay gapless
 // even when another process appends to the same file.
 func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err error) {
 	w := &s.writer
@@ -115,9 +115,8 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 	}
 
 	var (
-		touched []string // distinct threads, in batch order
-		seen    = make(map[string]bool, len(batch))
-		rows    []any // event rows, 7 values each
+		begun []string // threads new to the log, in batch order
+		rows  []any    // event rows, 7 values each
 	)
 	threadSeq := tx.StmtContext(ctx, w.threadSeq)
 	for _, a := range batch {
@@ -127,15 +126,13 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 			}
 			continue
 		}
-		if !seen[a.Thread] {
-			seen[a.Thread] = true
-			touched = append(touched, a.Thread)
-		}
 		last, ok := w.lastSeq[a.Thread]
 		if !ok {
-			err := threadSeq.QueryRowContext(ctx, a.Thread).Scan(&last)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			if err := threadSeq.QueryRowContext(ctx, a.Thread).Scan(&last); err != nil {
 				return fmt.Errorf("thread %q: %w", a.Thread, err)
+			}
+			if last == 0 {
+				begun = append(begun, a.Thread)
 			}
 		}
 		for i := range a.Events {
@@ -149,7 +146,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 	if err := s.insertRows(ctx, tx, rows); err != nil {
 		return err
 	}
-	if err := s.bumpThreads(ctx, tx, touched); err != nil {
+	if err := s.beginThreads(ctx, tx, begun); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -215,27 +212,27 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []any) error {
 	return nil
 }
 
-// bumpThreads stores the threads' new last_seq from the cache (creating rows
-// for new threads), up to upsertChunk threads per statement.
-func (s *Store) bumpThreads(ctx context.Context, tx *sql.Tx, threads []string) error {
+// beginThreads records threads that begin in this batch, up to upsertChunk
+// per statement.
+func (s *Store) beginThreads(ctx context.Context, tx *sql.Tx, threads []string) error {
 	now := time.Now().UnixMicro()
 	for len(threads) > 0 {
 		chunk := threads[:min(len(threads), upsertChunk)]
 		threads = threads[len(chunk):]
 		var q strings.Builder
-		q.WriteString(`INSERT OR ROLLBACK INTO threads (id, last_seq, created, updated) VALUES `)
-		args := make([]any, 0, 2*len(chunk)+1)
+		q.WriteString(`INSERT OR ROLLBACK INTO threads (id, created) VALUES `)
+		args := make([]any, 0, len(chunk)+1)
 		args = append(args, now)
 		for i, th := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
-			fmt.Fprintf(&q, "(?%d, ?%d, ?1, ?1)", 2*i+2, 2*i+3)
-			args = append(args, th, s.writer.lastSeq[th])
+			fmt.Fprintf(&q, "(?%d, ?1)", i+2)
+			args = append(args, th)
 		}
-		q.WriteString(` ON CONFLICT (id) DO UPDATE SET last_seq = excluded.last_seq, updated = excluded.updated`)
+		q.WriteString(` ON CONFLICT (id) DO NOTHING`)
 		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("update threads: %w", err)
+			return fmt.Errorf("record new threads: %w", err)
 		}
 	}
 	return nil
