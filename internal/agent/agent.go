@@ -39,6 +39,10 @@ type Previewer interface {
 	Preview(e event.Event)
 	// Previews reports whether a preview reaches anyone.
 	Previews() bool
+	// WaitsForCommits reports whether one of the thread's live
+	// subscribers takes no previews, and so sees deltas only once they
+	// are committed.
+	WaitsForCommits() bool
 }
 
 // Toolbox is the set of tools a run may offer the model.
@@ -99,7 +103,13 @@ type Config struct {
 	// long before they are committed as one event (see emitter). Zero
 	// delivers every event only once committed.
 	LiveDeltas time.Duration
-	Logger     *slog.Logger
+	// LiveDeltasUnwatched, when longer than LiveDeltas, is how long the
+	// deltas may gather instead while none of the thread's live
+	// subscribers waits for commits (Previewer.WaitsForCommits): each has
+	// seen them already, so their commit only keeps them, and fewer,
+	// larger commits write less.
+	LiveDeltasUnwatched time.Duration
+	Logger              *slog.Logger
 }
 
 // Agent runs the ReAct loop. It is safe for concurrent runs.
@@ -218,7 +228,7 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 	live = live && a.cfg.LiveDeltas > 0 && pv.Previews()
 	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas || live, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
 	if live {
-		em.previewing(pv.Preview, a.cfg.LiveDeltas, spec.After)
+		em.previewing(pv, a.cfg.LiveDeltas, a.cfg.LiveDeltasUnwatched, spec.After)
 	}
 	r := newRun(a, spec, em, inbox)
 	r.ctx = ctx

@@ -5,6 +5,7 @@ import (
 	"iter"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,11 +79,13 @@ func TestDeltasCoalesceWhileACommitIsSlow(t *testing.T) {
 	}
 }
 
-// previewJournal is a journal that takes previews.
+// previewJournal is a journal that takes previews; unwatched says that no
+// subscriber waits for commits.
 type previewJournal struct {
 	*journal
-	mu       sync.Mutex
-	previews []event.Event
+	mu        sync.Mutex
+	previews  []event.Event
+	unwatched atomic.Bool
 }
 
 func (j *previewJournal) Preview(e event.Event) {
@@ -92,6 +95,8 @@ func (j *previewJournal) Preview(e event.Event) {
 }
 
 func (j *previewJournal) Previews() bool { return true }
+
+func (j *previewJournal) WaitsForCommits() bool { return !j.unwatched.Load() }
 
 // began reports whether the message has begun for the thread's consumers:
 // its message.started is committed or went out ahead as a mark.
@@ -274,3 +279,80 @@ type heldPreviewJournal struct {
 
 func (j heldPreviewJournal) Preview(e event.Event) { j.p.Preview(e) }
 func (j heldPreviewJournal) Previews() bool        { return true }
+func (j heldPreviewJournal) WaitsForCommits() bool { return j.p.WaitsForCommits() }
+
+// watching is a model that streams its first chunk while no subscriber
+// waits for commits, then lets one join and streams each later chunk only
+// once the deltas before it are committed: which they are, promptly, only
+// if the join shortened the window.
+type watching struct {
+	llm.Model
+	t *testing.T
+	j *previewJournal
+}
+
+func (m watching) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		n, sent := 0, 0
+		for c, err := range m.Model.Stream(ctx, req) {
+			if n++; n == 2 {
+				m.j.unwatched.Store(false)
+			}
+			if n > 2 {
+				require.Eventually(m.t, func() bool { return m.j.committedText() >= sent }, testTimeout, time.Millisecond,
+					"the text streamed before chunk %d was never committed", n)
+			}
+			sent += len(c.Text)
+			if !yield(c, err) {
+				return
+			}
+		}
+	}
+}
+
+// committedText is the length of the message text committed so far.
+func (j *previewJournal) committedText() int {
+	j.journal.mu.Lock()
+	defer j.journal.mu.Unlock()
+	n := 0
+	for _, e := range j.journal.committed {
+		if d, ok := e.Payload.(event.MessageDelta); ok {
+			n += len(d.Text)
+		}
+	}
+	return n
+}
+
+// TestUnwatchedDeltasWaitLonger: while no live subscriber waits for
+// commits, a message's deltas gather for LiveDeltasUnwatched (here longer
+// than the reply: the reply is committed in one delta, at its end); once
+// one joins, for LiveDeltas (here next to nothing).
+func TestUnwatchedDeltasWaitLonger(t *testing.T) {
+	for _, joins := range []bool{false, true} {
+		e := newEnv(t, "text")
+		e.thread += map[bool]string{true: "-joins", false: "-alone"}[joins]
+		j := &previewJournal{journal: newJournal(e.store, e.thread)}
+		j.unwatched.Store(true)
+		var model llm.Model = e.model
+		if joins {
+			model = watching{Model: e.model, t: t, j: j}
+		}
+		a := e.agent(agent.Config{Model: model, LiveDeltas: time.Nanosecond, LiveDeltasUnwatched: time.Hour})
+		spec := agent.Spec{Thread: e.thread, Run: event.NewID(), Input: "say hello"}
+		_, err := e.store.Append(t.Context(), e.thread, event.New(e.thread, spec.Run, event.MessageUser{MessageID: event.NewID(), Text: "say hello"}))
+		require.NoError(t, err)
+		require.NoError(t, a.Run(t.Context(), spec, j, agent.NewInbox()))
+
+		deltas := payloads[event.MessageDelta](e.runEvents(spec.Run))
+		var text strings.Builder
+		for _, d := range deltas {
+			text.WriteString(d.Text)
+		}
+		assert.Equal(t, "Hello there.", text.String())
+		if joins {
+			assert.Greater(t, len(deltas), 1, "committed as they came once a subscriber waited")
+		} else {
+			assert.Len(t, deltas, 1, "committed once, at the message's end")
+		}
+	}
+}

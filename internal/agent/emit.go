@@ -33,6 +33,8 @@ type emitter struct {
 	runCtx      context.Context // the run's own: its cause says whether it was superseded
 	preview     func(event.Event)
 	window      time.Duration // how long a previewed delta may wait for its commit
+	unwatched   time.Duration // the same while no subscriber waits for commits
+	waits       func() bool   // whether a subscriber waits for commits (Previewer.WaitsForCommits)
 
 	mu   sync.Mutex
 	q    []item
@@ -72,12 +74,25 @@ func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce boo
 	return e
 }
 
-// previewing turns previews on: deltas (and marks) go to send ahead of
-// their commit, which may then wait up to window; after, when not zero, is
+// previewing turns previews on: deltas (and marks) go to pv ahead of their
+// commit, which may then wait up to window, or up to unwatched while none
+// of the thread's subscribers waits for commits; after, when not zero, is
 // the seq of the thread's event before the run's first. Call it before the
 // first emit.
-func (e *emitter) previewing(send func(event.Event), window time.Duration, after int64) {
-	e.preview, e.window, e.offsets, e.base = send, window, map[string]int64{}, after
+func (e *emitter) previewing(pv Previewer, window, unwatched time.Duration, after int64) {
+	e.preview, e.waits = pv.Preview, pv.WaitsForCommits
+	e.window, e.unwatched = window, max(window, unwatched)
+	e.offsets, e.base = map[string]int64{}, after
+}
+
+// windowNow is how long previewed deltas may wait for their commit now.
+// It is asked at every wake: a subscriber that waits for commits joining
+// mid-message shortens the wait at the next delta.
+func (e *emitter) windowNow() time.Duration {
+	if e.unwatched > e.window && !e.waits() {
+		return e.unwatched
+	}
+	return e.window
 }
 
 // mark reports whether p is a mark: an event that starts something and
@@ -205,7 +220,7 @@ func (e *emitter) loop() {
 		if e.preview != nil && len(e.q) > 0 && !e.urgent && e.pending < maxCoalesced {
 			// Only previewed deltas wait: give their stream the rest of
 			// the window to add to them.
-			if wait := e.window - time.Since(e.first); wait > 0 {
+			if wait := e.windowNow() - time.Since(e.first); wait > 0 {
 				e.mu.Unlock()
 				if timer == nil {
 					timer = time.NewTimer(wait)

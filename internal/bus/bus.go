@@ -97,6 +97,9 @@ type Handler func(ctx context.Context, cmd event.Command) error
 // text later. The local bus is one.
 type Previewer interface {
 	Preview(thread string, e event.Event)
+	// WaitsForCommits reports whether thread has a subscriber that takes
+	// no previews, and so sees each delta only once it is committed.
+	WaitsForCommits(thread string) bool
 }
 
 type previewsKey struct{}

@@ -383,6 +383,12 @@ func (c *Config) Provider() string {
 // tokens a second, a dozen tokens to a commit.
 const DefaultLiveDeltas = 250 * time.Millisecond
 
+// UnwatchedLiveDeltas is the commit window, when the --live-deltas window
+// is shorter, while every live subscriber of the thread takes previews
+// (agent.Config.LiveDeltasUnwatched): only a subscriber that sees deltas
+// once committed (AG2, Loom, AgentLoop) needs them committed often.
+const UnwatchedLiveDeltas = time.Second
+
 // LiveDeltaWindow is --live-deltas as a window, 0 for off.
 func (c *Config) LiveDeltaWindow() (time.Duration, error) {
 	switch c.LiveDeltas {

@@ -861,6 +861,7 @@ func (j journal) Append(ctx context.Context, events ...event.Event) ([]event.Eve
 type previewLog interface {
 	Preview(thread string, e event.Event)
 	Previews() bool
+	WaitsForCommits(thread string) bool
 }
 
 // Preview implements agent.Previewer.
@@ -874,6 +875,12 @@ func (j journal) Preview(e event.Event) {
 func (j journal) Previews() bool {
 	p, ok := j.log.(previewLog)
 	return ok && p.Previews()
+}
+
+// WaitsForCommits implements agent.Previewer.
+func (j journal) WaitsForCommits() bool {
+	p, ok := j.log.(previewLog)
+	return !ok || p.WaitsForCommits(j.thread)
 }
 
 func (j journal) History(ctx context.Context) ([]event.Event, error) {

@@ -187,8 +187,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		InputTimeout: cfg.InputTimeout,
 		// By default scripted scenarios are played chunk for chunk, so
 		// that contract tests see the same frames every run.
-		CoalesceDeltas: cfg.CoalesceDeltas == "on" || (cfg.CoalesceDeltas == "auto" && cfg.Provider() != "scripted"),
-		LiveDeltas:     liveDeltas,
+		CoalesceDeltas:      cfg.CoalesceDeltas == "on" || (cfg.CoalesceDeltas == "auto" && cfg.Provider() != "scripted"),
+		LiveDeltas:          liveDeltas,
+		LiveDeltasUnwatched: max(liveDeltas, config.UnwatchedLiveDeltas),
 	})
 	workflows, err := workflow.New(cfg.Workflows)
 	if err != nil {

@@ -137,6 +137,14 @@ func (s *Service) Preview(thread string, e event.Event) {
 	}
 }
 
+// WaitsForCommits reports whether a live subscriber of thread sees deltas
+// only once they are committed: one that takes no previews, or any, when
+// the bus carries none.
+func (s *Service) WaitsForCommits(thread string) bool {
+	p, ok := s.bus.(bus.Previewer)
+	return !ok || p.WaitsForCommits(thread)
+}
+
 // Previews reports whether Preview reaches anyone: whether the bus carries
 // previews.
 func (s *Service) Previews() bool {

@@ -17,6 +17,7 @@ type Bus struct {
 	mu       sync.RWMutex
 	closed   bool
 	subs     map[string]map[*subscription]struct{}
+	plain    map[string]int // per thread, the subscribers that take no previews
 	handlers map[string]*handler
 }
 
@@ -26,6 +27,7 @@ var _ bus.Bus = (*Bus)(nil)
 func New() *Bus {
 	return &Bus{
 		subs:     map[string]map[*subscription]struct{}{},
+		plain:    map[string]int{},
 		handlers: map[string]*handler{},
 	}
 }
@@ -92,7 +94,17 @@ func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subs
 		b.subs[thread] = set
 	}
 	set[s] = struct{}{}
+	if !s.previews {
+		b.plain[thread]++
+	}
 	return s, nil
+}
+
+// WaitsForCommits implements bus.Previewer.
+func (b *Bus) WaitsForCommits(thread string) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.plain[thread] > 0
 }
 
 // Send implements bus.Bus: it calls the thread's handler on the caller's
@@ -161,7 +173,7 @@ func (b *Bus) Close() error {
 	b.closed = true
 	subs := b.subs
 	handlers := b.handlers
-	b.subs, b.handlers = nil, nil
+	b.subs, b.plain, b.handlers = nil, nil, nil
 	b.mu.Unlock()
 
 	for _, set := range subs {
@@ -180,9 +192,17 @@ func (b *Bus) remove(s *subscription) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	set := b.subs[s.thread]
+	if _, ok := set[s]; !ok {
+		return // removed before (dropped, then closed)
+	}
 	delete(set, s)
 	if len(set) == 0 {
 		delete(b.subs, s.thread)
+	}
+	if !s.previews {
+		if b.plain[s.thread]--; b.plain[s.thread] <= 0 {
+			delete(b.plain, s.thread)
+		}
 	}
 }
 

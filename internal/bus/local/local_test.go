@@ -36,3 +36,34 @@ func TestPreviewsOnlyForThoseWhoAsk(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "c", e.ID, "no preview for a subscriber that did not ask")
 }
+
+// TestWaitsForCommits: a thread waits for commits while it has a
+// subscriber that takes no previews, and no longer once that one is gone,
+// closed or dropped as too slow.
+func TestWaitsForCommits(t *testing.T) {
+	b := local.New()
+	defer b.Close()
+	assert.False(t, b.WaitsForCommits("t"), "no subscriber")
+	asking, err := b.Subscribe(bus.WantPreviews(t.Context()), "t", 4)
+	require.NoError(t, err)
+	assert.False(t, b.WaitsForCommits("t"), "only one that takes previews")
+
+	plain, err := b.Subscribe(t.Context(), "t", 4)
+	require.NoError(t, err)
+	assert.True(t, b.WaitsForCommits("t"))
+	assert.False(t, b.WaitsForCommits("u"), "another thread")
+	plain.Close()
+	plain.Close()
+	assert.False(t, b.WaitsForCommits("t"), "closed, twice")
+
+	slow, err := b.Subscribe(t.Context(), "t", 1)
+	require.NoError(t, err)
+	assert.True(t, b.WaitsForCommits("t"))
+	for seq := range int64(3) {
+		require.NoError(t, b.Publish(t.Context(), "t", []event.Event{{Thread: "t", Seq: seq + 1}}))
+	}
+	assert.False(t, b.WaitsForCommits("t"), "dropped as too slow")
+	slow.Close()
+	assert.False(t, b.WaitsForCommits("t"))
+	asking.Close()
+}
