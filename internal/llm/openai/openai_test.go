@@ -75,7 +75,8 @@ func TestStreamTextAndReasoning(t *testing.T) {
 		chunk(map[string]any{"role": "assistant", "content": ""}, nil),
 		chunk(map[string]any{"reasoning_content": "think"}, nil),
 		chunk(map[string]any{"reasoning": "ing"}, nil),
-		chunk(map[string]any{"content": "Hel"}, nil),
+		chunk(map[string]any{"reasoning_content": "\n\"so\" \u00e9"}, nil),
+		chunk(map[string]any{"reasoning_content": nil, "content": "Hel"}, nil),
 		chunk(map[string]any{"content": "lo"}, nil),
 		chunk(map[string]any{}, "stop"),
 		usage(12, 3),
@@ -88,6 +89,7 @@ func TestStreamTextAndReasoning(t *testing.T) {
 	assert.Equal(t, []llm.Chunk{
 		{Type: llm.ChunkReasoning, Text: "think"},
 		{Type: llm.ChunkReasoning, Text: "ing"},
+		{Type: llm.ChunkReasoning, Text: "\n\"so\" \u00e9"},
 		{Type: llm.ChunkText, Text: "Hel"},
 		{Type: llm.ChunkText, Text: "lo"},
 		{Type: llm.ChunkUsage, Usage: llm.Usage{PromptTokens: 12, CompletionTokens: 3}},

@@ -179,8 +179,15 @@ func finishReason(r string) llm.FinishReason {
 // extraString decodes a string field the SDK does not know. The SDK marks
 // such fields invalid (it decoded them into nothing), so only Raw is of use.
 func extraString(f respjson.Field) string {
+	raw := f.Raw()
+	if len(raw) < 2 || raw[0] != '"' {
+		return "" // absent (as it is from most servers, on every chunk), null, or not a string
+	}
+	if body := raw[1 : len(raw)-1]; !strings.ContainsAny(body, `\"`) {
+		return body // nothing to unescape
+	}
 	var s string
-	if json.Unmarshal([]byte(f.Raw()), &s) != nil {
+	if json.Unmarshal([]byte(raw), &s) != nil {
 		return ""
 	}
 	return s
