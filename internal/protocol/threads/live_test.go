@@ -83,6 +83,9 @@ func TestLiveDeltasReachStreamsBeforeTheirCommit(t *testing.T) {
 			}
 			require.NoError(t, err)
 			got = append(got, e)
+			if e.Type == threadsapi.DoneSSEStreamEvent || e.Type == threadsapi.ErrorSSEStreamEvent {
+				return true // the stream's last event: a client does not resume after it
+			}
 		}
 		return false
 	}
