@@ -15,7 +15,7 @@ const (
 	// maxCachedThreads bounds the writer's seq cache; past it the cache
 	// starts over (threads then cost one lookup on their next append).
 	maxCachedThreads = 100_000
-	// upsertChunk is how many threads one upsert statement updates.
+	// upsertChunk is how many threads one statement records (beginThreads).
 	upsertChunk = 128
 )
 
@@ -89,7 +89,8 @@ func (w *writer) close() error {
 
 // flush commits one batch of appends in one transaction: take each thread's
 // last seq (cached, else its events' max(seq)), insert the events, and
-// record the threads that begin. BEGIN IMMEDIATE takes the write lock first, so seqs stay gapless
+// record the threads that begin; run the writes (Store.write) in the batch
+// too. BEGIN IMMEDIATE takes the write lock first, so seqs stay gapless
 // even when another process appends to the same file.
 func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err error) {
 	w := &s.writer
