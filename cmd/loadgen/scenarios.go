@@ -82,6 +82,9 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		}
 	}
 	tc := r.threads(t)
+	if err := r.warm(ctx, t, proto); err != nil {
+		return err
+	}
 
 	before, err := t.stats()
 	if err != nil {
@@ -182,6 +185,34 @@ func (r *runner) idle(ctx context.Context, t *target) error {
 	defer agg.mu.Unlock()
 	agg.sessions += len(conns)
 	agg.rssGrowth += after.rss - before.rss
+	return nil
+}
+
+// warm streams one short reply on proto before a measurement, so that
+// what a server sets up on its first request (connections to the upstream,
+// caches, the store's first pages) is not counted as every stream's cost:
+// a server meets its first request once and its users afterwards.
+func (r *runner) warm(ctx context.Context, t *target, proto string) error {
+	if proto == "agentchat" {
+		conns, err := r.dialChats(ctx, t, 1)
+		if err != nil {
+			return err
+		}
+		defer closeChats(conns)
+		if err := r.shortChat(ctx, conns[0], uuid.NewString()); err != nil {
+			return fmt.Errorf("warm-up chat: %w", err)
+		}
+		return nil
+	}
+	s := r.up.newStream(1, 0, false)
+	defer r.up.forget(s)
+	rc := newReceipt(s)
+	if _, err := r.threads(t).post(ctx, uuid.NewString(), s.prompt(), rc); err != nil {
+		return fmt.Errorf("warm-up post: %w", err)
+	}
+	if err := rc.wait(ctx, time.Minute); err != nil {
+		return fmt.Errorf("warm-up post: %w", err)
+	}
 	return nil
 }
 
