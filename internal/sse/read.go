@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultMaxEventBytes is the largest event a Reader accepts unless told
@@ -149,11 +151,12 @@ func parseRetry(v string) (time.Duration, bool) {
 
 // readLine returns the next line without its end, as valid UTF-8. A final
 // line that the stream ends without terminating is reported as
-// io.ErrUnexpectedEOF, since it cannot complete an event.
+// io.ErrUnexpectedEOF, since it cannot complete an event. It takes what is
+// buffered up to the line's end at once rather than byte by byte.
 func (r *Reader) readLine() (string, error) {
 	r.line = r.line[:0]
 	for {
-		b, err := r.r.ReadByte()
+		buf, err := r.r.Peek(1)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if len(r.line) > 0 {
@@ -165,34 +168,46 @@ func (r *Reader) readLine() (string, error) {
 		}
 		if !r.started {
 			r.started = true
-			if b == 0xEF {
-				if bom, err := r.r.Peek(2); err == nil && bom[0] == 0xBB && bom[1] == 0xBF {
-					_, _ = r.r.Discard(2)
+			if buf[0] == 0xEF {
+				if bom, err := r.r.Peek(3); err == nil && bom[1] == 0xBB && bom[2] == 0xBF {
+					_, _ = r.r.Discard(3)
 					continue
 				}
 			}
 		}
 		if r.afterCR {
 			r.afterCR = false
-			if b == '\n' {
+			if buf[0] == '\n' {
+				_, _ = r.r.Discard(1)
 				continue
 			}
 		}
-		switch b {
-		case '\r':
-			r.afterCR = true
-			return toValidUTF8(r.line), nil
-		case '\n':
-			return toValidUTF8(r.line), nil
+		buf, _ = r.r.Peek(r.r.Buffered())
+		end := bytes.IndexByte(buf, '\n')
+		if end < 0 {
+			end = len(buf)
 		}
-		r.eventLen++
-		if r.eventLen > r.max {
+		if cr := bytes.IndexByte(buf[:end], '\r'); cr >= 0 {
+			end = cr
+		}
+		if r.eventLen+end > r.max {
 			return "", fmt.Errorf("%w: more than %d bytes", ErrEventTooLarge, r.max)
 		}
-		r.line = append(r.line, b)
+		r.eventLen += end
+		r.line = append(r.line, buf[:end]...)
+		if end == len(buf) {
+			_, _ = r.r.Discard(end)
+			continue
+		}
+		r.afterCR = buf[end] == '\r'
+		_, _ = r.r.Discard(end + 1)
+		return toValidUTF8(r.line), nil
 	}
 }
 
 func toValidUTF8(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
 	return strings.ToValidUTF8(string(b), "\uFFFD")
 }

@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/agentwire/agentwire/internal/llm"
 )
@@ -25,8 +24,8 @@ func apiError(err error) *llm.APIError {
 		}
 		return a
 	}
-	if e, ok := errors.AsType[*ssestream.StreamError](err); ok {
-		return streamEventError(e.Event.Data, err)
+	if e, ok := errors.AsType[*eventError](err); ok {
+		return streamEventError(e.data, err)
 	}
 	return nil
 }

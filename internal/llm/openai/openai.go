@@ -113,17 +113,23 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 			yield(llm.Chunk{}, err)
 			return
 		}
-		stream := m.client.Chat.Completions.NewStreaming(ctx, params)
-		defer stream.Close()
+		var res *http.Response
+		err = m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true))
 		t := turn{yield: yield}
-		for stream.Next() {
-			if !t.chunk(stream.Current()) {
-				return
-			}
+		stopped := false
+		if err == nil {
+			defer res.Body.Close()
+			err = readStream(res.Body, func(c *completionChunk) bool {
+				stopped = !t.chunk(c)
+				return !stopped
+			})
+		}
+		if stopped {
+			return
 		}
 		llm.EndStream(ctx, yield, llm.StreamEnd{
 			Provider: "openai", Model: m.model, Log: m.log,
-			Err: stream.Err(), APIError: apiError,
+			Err: err, APIError: apiError,
 			Finished: t.finish != "", Before: "the model finished",
 			End: func() (llm.FinishReason, llm.Usage, bool) {
 				ok := t.end()

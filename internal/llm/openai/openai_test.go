@@ -97,6 +97,45 @@ func TestStreamTextAndReasoning(t *testing.T) {
 	}, chunks)
 }
 
+// Servers other than OpenAI add fields of their own, some of them not of
+// the type another server gives the same name; what can be read is read.
+func TestStreamToleratesOtherShapes(t *testing.T) {
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: []string{
+		": keep-alive comment\n\n",
+		chunk(map[string]any{"reasoning": map[string]any{"summary": "an object"}, "content": "a"}, nil),
+		llmtest.Data(`{"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}],"error":null,"timings":{"predicted_ms":1.5}}`),
+		"event: message\r\ndata: {\"choices\":[{\"index\":0,\r\ndata: \"delta\":{\"content\":\"c\"}}]}\r\n\r\n",
+		chunk(map[string]any{}, "stop"),
+		done,
+	}})
+	m := newModel(t, srv, Config{})
+	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), hello))
+	require.NoError(t, err)
+	llmtest.CheckStream(t, chunks)
+	assert.Equal(t, []llm.Chunk{
+		{Type: llm.ChunkText, Text: "a"},
+		{Type: llm.ChunkText, Text: "b"},
+		{Type: llm.ChunkText, Text: "c"},
+		{Type: llm.ChunkFinish, Finish: llm.FinishStop},
+	}, chunks)
+}
+
+// A chunk that is not JSON ends the turn with an error naming it, not with
+// a turn cut short in silence.
+func TestStreamBadChunk(t *testing.T) {
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: []string{
+		chunk(map[string]any{"content": "a"}, nil),
+		"data: {not json\n\n",
+		chunk(map[string]any{}, "stop"),
+		done,
+	}})
+	m := newModel(t, srv, Config{})
+	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), hello))
+	assert.Equal(t, []llm.Chunk{{Type: llm.ChunkText, Text: "a"}}, chunks)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "openai: decode a chunk")
+}
+
 func TestStreamToolCalls(t *testing.T) {
 	args0 := `{"path":"docs/README.md","limit":200}`
 	args1 := `{"command":"go test ./...","timeout_seconds":30}`

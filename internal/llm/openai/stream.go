@@ -2,11 +2,7 @@ package openai
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"strings"
-
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/agentwire/agentwire/internal/llm"
 )
@@ -36,12 +32,13 @@ type call struct {
 }
 
 // chunk handles one streamed chunk; false means the consumer stopped.
-func (t *turn) chunk(c oai.ChatCompletionChunk) bool {
-	for _, ch := range c.Choices {
+func (t *turn) chunk(c *completionChunk) bool {
+	for i := range c.Choices {
+		ch := &c.Choices[i]
 		if ch.Index != 0 {
 			continue // n is never set above 1
 		}
-		if !t.delta(ch.Delta) {
+		if !t.delta(&ch.Delta) {
 			return false
 		}
 		if ch.FinishReason != "" && t.finish == "" {
@@ -51,7 +48,7 @@ func (t *turn) chunk(c oai.ChatCompletionChunk) bool {
 			}
 		}
 	}
-	if c.JSON.Usage.Valid() && !t.hasUsage {
+	if c.Usage != nil && !t.hasUsage {
 		t.hasUsage = true
 		t.usage = llm.Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
 		return t.yield(llm.Chunk{Type: llm.ChunkUsage, Usage: t.usage}, nil)
@@ -59,16 +56,15 @@ func (t *turn) chunk(c oai.ChatCompletionChunk) bool {
 	return true
 }
 
-func (t *turn) delta(d oai.ChatCompletionChunkChoiceDelta) bool {
+func (t *turn) delta(d *delta) bool {
 	// DeepSeek, vLLM and llama.cpp send reasoning_content; Ollama and
 	// OpenRouter send reasoning.
-	for _, key := range [...]string{"reasoning_content", "reasoning"} {
-		if s := extraString(d.JSON.ExtraFields[key]); s != "" {
-			if !t.yield(llm.Chunk{Type: llm.ChunkReasoning, Text: s}, nil) {
-				return false
-			}
-			break
-		}
+	reasoning := d.ReasoningContent
+	if reasoning == "" {
+		reasoning = d.Reasoning
+	}
+	if reasoning != "" && !t.yield(llm.Chunk{Type: llm.ChunkReasoning, Text: reasoning}, nil) {
+		return false
 	}
 	if d.Content != "" && !t.yield(llm.Chunk{Type: llm.ChunkText, Text: d.Content}, nil) {
 		return false
@@ -76,15 +72,15 @@ func (t *turn) delta(d oai.ChatCompletionChunkChoiceDelta) bool {
 	if d.Refusal != "" && !t.yield(llm.Chunk{Type: llm.ChunkText, Text: d.Refusal}, nil) {
 		return false
 	}
-	for _, tc := range d.ToolCalls {
-		if !t.toolDelta(tc) {
+	for i := range d.ToolCalls {
+		if !t.toolDelta(&d.ToolCalls[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func (t *turn) toolDelta(tc oai.ChatCompletionChunkChoiceDeltaToolCall) bool {
+func (t *turn) toolDelta(tc *toolCallDelta) bool {
 	if t.byIndex == nil {
 		t.byIndex = map[int64]*call{}
 	}
@@ -99,8 +95,8 @@ func (t *turn) toolDelta(tc oai.ChatCompletionChunkChoiceDeltaToolCall) bool {
 	if c.id == "" {
 		c.id = tc.ID
 	}
-	c.name += tc.Function.Name
-	args := tc.Function.Arguments
+	c.name += tc.FunctionName
+	args := tc.Arguments
 	if !c.started {
 		if c.name == "" {
 			c.pending += args
@@ -174,21 +170,4 @@ func finishReason(r string) llm.FinishReason {
 	default:
 		return llm.FinishOther
 	}
-}
-
-// extraString decodes a string field the SDK does not know. The SDK marks
-// such fields invalid (it decoded them into nothing), so only Raw is of use.
-func extraString(f respjson.Field) string {
-	raw := f.Raw()
-	if len(raw) < 2 || raw[0] != '"' {
-		return "" // absent (as it is from most servers, on every chunk), null, or not a string
-	}
-	if body := raw[1 : len(raw)-1]; !strings.ContainsAny(body, `\"`) {
-		return body // nothing to unescape
-	}
-	var s string
-	if json.Unmarshal([]byte(raw), &s) != nil {
-		return ""
-	}
-	return s
 }
