@@ -389,6 +389,13 @@ func (m *Manager) check(ctx context.Context, thread string, opts event.RunOption
 	return err
 }
 
+// claimAppender is a Log that can claim a thread and append its run's
+// user message in one commit (thread.Service.ClaimAndAppend); ok is false
+// when its store cannot, and nothing was done.
+type claimAppender interface {
+	ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) (committed []event.Event, ok bool, err error)
+}
+
 // own makes this Manager the thread's owner and starts first's run, or,
 // with first nil, the thread's queued input. It fails with errClaimed when
 // another claim holds the thread.
@@ -397,36 +404,113 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 		return Posted{}, ErrShuttingDown
 	}
 	claim := store.RunClaim{Thread: thread, Node: m.cfg.Node}
-	if first != nil {
-		claim.Run = first.runID
-	} else {
-		claim.Run = "pending-" + event.NewID() // moved to the queue's first run
-	}
-	if err := m.cfg.Claims.ClaimRun(ctx, claim, m.cfg.Lease); err != nil {
-		if errors.Is(err, store.ErrRunClaimed) {
-			return Posted{}, errClaimed
-		}
-		return Posted{}, fmt.Errorf("claim the thread: %w", err)
-	}
-	o, err := m.adopt(ctx, thread)
-	if err != nil {
-		m.release(claim)
-		if errors.Is(err, bus.ErrHandlerExists) {
-			return Posted{}, errClaimed
-		}
-		return Posted{}, err
-	}
-	o.mu.Lock()
 	if first == nil {
+		claim.Run = "pending-" + event.NewID() // moved to the queue's first run
+		if err := m.claim(ctx, claim); err != nil {
+			return Posted{}, err
+		}
+		o, err := m.adopt(ctx, thread)
+		if err != nil {
+			m.release(claim)
+			return Posted{}, adoptError(err)
+		}
+		o.mu.Lock()
 		m.advance(o, claim)
 		return Posted{}, nil
 	}
-	if err := m.start(ctx, o, claim, *first); err != nil {
-		m.abandon(o, claim)
+	claim.Run = first.runID
+	// The run is made ready before the thread is claimed: a post whose run
+	// cannot start leaves the thread as it was.
+	st, err := m.ready(ctx, thread, first.Options)
+	if err != nil {
 		return Posted{}, err
 	}
+	// Claim and record the user's message in one commit where the store
+	// can: the run then waits for one commit before it calls the model,
+	// not two.
+	var (
+		after    int64
+		recorded bool
+	)
+	if ca, ok := m.cfg.Log.(claimAppender); ok && !first.Options.Compact {
+		committed, done, err := ca.ClaimAndAppend(ctx, claim, m.cfg.Lease, userMessage(thread, *first))
+		if done {
+			if err != nil {
+				st.undo()
+				if errors.Is(err, store.ErrRunClaimed) {
+					return Posted{}, errClaimed
+				}
+				return Posted{}, fmt.Errorf("claim the thread and record the user's message: %w", err)
+			}
+			after, recorded = committed[len(committed)-1].Seq, true
+		}
+	}
+	if !recorded {
+		if err := m.claim(ctx, claim); err != nil {
+			st.undo()
+			return Posted{}, err
+		}
+	}
+	o, err := m.adopt(ctx, thread)
+	if err != nil {
+		if recorded {
+			// The message is in the log: its run ends there as failed,
+			// so that nobody waits for it.
+			m.endUnstarted(thread, first.runID)
+		}
+		m.release(claim)
+		st.undo()
+		if recorded {
+			return Posted{}, fmt.Errorf("take the thread's commands: %w", err)
+		}
+		return Posted{}, adoptError(err)
+	}
+	o.mu.Lock()
+	if !recorded {
+		if after, err = m.record(ctx, thread, *first); err != nil {
+			st.undo()
+			m.abandon(o, claim)
+			return Posted{}, err
+		}
+	}
+	m.launch(o, claim, *first, st, after)
 	o.mu.Unlock()
 	return Posted{Run: first.runID, MessageID: first.messageID}, nil
+}
+
+// claim claims the thread for c.Run; errClaimed says another claim holds
+// it.
+func (m *Manager) claim(ctx context.Context, c store.RunClaim) error {
+	if err := m.cfg.Claims.ClaimRun(ctx, c, m.cfg.Lease); err != nil {
+		if errors.Is(err, store.ErrRunClaimed) {
+			return errClaimed
+		}
+		return fmt.Errorf("claim the thread: %w", err)
+	}
+	return nil
+}
+
+// adoptError is own's error for an adopt that failed after the claim: a
+// handler that exists already is another owner's.
+func adoptError(err error) error {
+	if errors.Is(err, bus.ErrHandlerExists) {
+		return errClaimed
+	}
+	return err
+}
+
+// endUnstarted records that run, whose user message is in the log, did
+// not start.
+func (m *Manager) endUnstarted(thread, run string) {
+	_, err := m.cfg.Log.Append(context.Background(), thread,
+		event.New(thread, run, event.RunFailed{Code: event.CodeInternal, Message: "The run could not start. Send the message again."}))
+	if err != nil {
+		m.logger.Error("record a run that could not start", "thread", thread, "run", run, "err", err)
+	}
+}
+
+func userMessage(thread string, in Input) event.Event {
+	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
 }
 
 // adopt makes this Manager the thread's command handler; the thread's claim
@@ -544,47 +628,81 @@ func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error
 // start commits in's user message and launches its run; the thread's claim
 // names in's run already. o.mu is held.
 func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in Input) error {
-	// Join the runs Shutdown waits for, unless it already began: a Post
-	// that passed its check before Shutdown must not start a run after
-	// Shutdown stopped waiting.
+	st, err := m.ready(ctx, o.thread, in.Options)
+	if err != nil {
+		return err
+	}
+	after, err := m.record(ctx, o.thread, in)
+	if err != nil {
+		st.undo()
+		return err
+	}
+	m.launch(o, claim, in, st, after)
+	return nil
+}
+
+// starting is a run made ready to start: it counts among the runs Shutdown
+// waits for, and its spec is prepared.
+type starting struct {
+	m       *Manager
+	spec    agent.Spec
+	release func() // the spec's, or nil
+}
+
+// undo gives up a run made ready that will not start.
+func (st *starting) undo() {
+	if st.release != nil {
+		st.release()
+	}
+	st.m.wg.Done()
+}
+
+// ready joins the runs Shutdown waits for, unless it already began (a Post
+// that passed its check before Shutdown must not start a run after
+// Shutdown stopped waiting), and prepares the run's spec.
+func (m *Manager) ready(ctx context.Context, thread string, opts event.RunOptions) (*starting, error) {
 	m.mu.Lock()
 	if m.stopping {
 		m.mu.Unlock()
-		return ErrShuttingDown
+		return nil, ErrShuttingDown
 	}
 	m.wg.Add(1)
 	m.mu.Unlock()
-	spec, release, err := m.prepare(ctx, o.thread, in.Options)
+	spec, release, err := m.prepare(ctx, thread, opts)
 	if err != nil {
 		m.wg.Done()
-		return err
+		return nil, err
 	}
-	// A compaction (RunOptions.Compact) carries no user message.
-	var after int64
-	if !in.Options.Compact {
-		user := event.New(o.thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
-		committed, err := m.cfg.Log.Append(ctx, o.thread, user)
-		if n := len(committed); n > 0 {
-			after = committed[n-1].Seq
-		}
-		if err != nil {
-			if release != nil {
-				release()
-			}
-			m.wg.Done()
-			return fmt.Errorf("record the user's message: %w", err)
-		}
+	return &starting{m: m, spec: spec, release: release}, nil
+}
+
+// record commits in's user message and returns its seq; a compaction
+// (RunOptions.Compact) carries none, and records nothing.
+func (m *Manager) record(ctx context.Context, thread string, in Input) (int64, error) {
+	if in.Options.Compact {
+		return 0, nil
 	}
+	committed, err := m.cfg.Log.Append(ctx, thread, userMessage(thread, in))
+	if err != nil {
+		return 0, fmt.Errorf("record the user's message: %w", err)
+	}
+	return committed[len(committed)-1].Seq, nil
+}
+
+// launch starts the run st made ready, after seq after (its user message's).
+// o.mu is held.
+func (m *Manager) launch(o *owner, claim store.RunClaim, in Input, st *starting, after int64) {
 	runCtx, cancel := context.WithCancelCause(m.ctx)
 	a := &active{id: in.runID, cancel: cancel, inbox: agent.NewInbox()}
 	o.run = a
+	spec := st.spec
 	spec.Thread, spec.Run, spec.Input, spec.Interactive = o.thread, in.runID, in.Text, in.Interactive
 	spec.Compact, spec.After = in.Options.Compact, after
 	go func() {
 		defer m.wg.Done()
 		defer cancel(nil)
-		if release != nil {
-			defer release()
+		if st.release != nil {
+			defer st.release()
 		}
 		if err := m.cfg.Runner.Run(runCtx, spec, journal{m.cfg.Log, o.thread}, a.inbox); err != nil {
 			m.logger.Error("run lost its journal", "thread", o.thread, "run", in.runID, "err", err)
@@ -599,7 +717,6 @@ func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in 
 		}
 		m.advance(o, claim)
 	}()
-	return nil
 }
 
 // prepare turns run options into the run's spec.
@@ -682,7 +799,7 @@ func (m *Manager) fail(thread string, in Input, cause error) {
 		msg += " " + coded.ClientMessage()
 	}
 	_, err := m.cfg.Log.Append(context.Background(), thread,
-		event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text}),
+		userMessage(thread, in),
 		event.New(thread, in.runID, event.RunFailed{Code: event.CodeInternal, Message: msg}))
 	if err != nil {
 		m.logger.Error("record a queued input that could not run", "thread", thread, "err", err)

@@ -52,18 +52,53 @@ type watched struct {
 	mu        sync.Mutex
 	committed []event.Event
 	changed   chan struct{}
+	// apart makes ClaimAndAppend decline, so that runs are claimed and
+	// their messages appended in two commits, as on PostgreSQL.
+	apart bool
+	// together counts the runs claimed with their message in one commit.
+	together int
 }
 
 func (w *watched) Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error) {
 	out, err := w.Log.Append(ctx, thread, events...)
 	if err == nil {
-		w.mu.Lock()
-		w.committed = append(w.committed, out...)
-		close(w.changed)
-		w.changed = make(chan struct{})
-		w.mu.Unlock()
+		w.saw(out)
 	}
 	return out, err
+}
+
+// ClaimAndAppend is thread.Service's: the store's, when it has one.
+func (w *watched) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, bool, error) {
+	ca, ok := w.Log.(store.ClaimAppender)
+	w.mu.Lock()
+	apart := w.apart
+	w.mu.Unlock()
+	if !ok || apart {
+		return nil, false, nil
+	}
+	out, err := ca.ClaimAndAppend(ctx, c, lease, events...)
+	if err == nil {
+		w.mu.Lock()
+		w.together++
+		w.mu.Unlock()
+		w.saw(out)
+	}
+	return out, true, err
+}
+
+func (w *watched) saw(committed []event.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.committed = append(w.committed, committed...)
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// setApart sets apart (see there).
+func (w *watched) setApart(apart bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.apart = apart
 }
 
 // waitFor waits for the n-th (from 1) committed event that satisfies match.
@@ -118,22 +153,22 @@ type env struct {
 	m       *runs.Manager
 }
 
-// hookedBus is a bus with a hook before every HandleCommands: the moment a
-// Post becomes a thread's owner.
+// hookedBus is a bus with a hook before every Send: the moment a Post
+// looks for the thread's owner.
 type hookedBus struct {
 	bus.Bus
-	mu    sync.Mutex
-	onOwn func()
+	mu     sync.Mutex
+	onSend func() // before a command is sent
 }
 
-func (h *hookedBus) HandleCommands(ctx context.Context, thread string, fn bus.Handler) (func(), error) {
+func (h *hookedBus) Send(ctx context.Context, thread string, cmd event.Command) error {
 	h.mu.Lock()
-	hook := h.onOwn
+	hook := h.onSend
 	h.mu.Unlock()
 	if hook != nil {
 		hook()
 	}
-	return h.Bus.HandleCommands(ctx, thread, fn)
+	return h.Bus.Send(ctx, thread, cmd)
 }
 
 // newEnv opens a SQLite store in a temporary folder and a Manager running
@@ -224,8 +259,31 @@ func approvalOf(run string) func(event.Event) bool {
 	return func(e event.Event) bool { return e.Run == run && e.Type() == event.TypeToolApprovalRequested }
 }
 
+// claimModes runs test once with each run's claim and user message
+// committed together (SQLite) and once with them apart (PostgreSQL).
+func claimModes(t *testing.T, test func(t *testing.T, e *env)) {
+	for _, apart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "together", true: "apart"}[apart], func(t *testing.T) {
+			e := newEnv(t)
+			e.log.setApart(apart)
+			test(t, e)
+			e.log.mu.Lock()
+			together := e.log.together
+			e.log.mu.Unlock()
+			if apart {
+				assert.Zero(t, together, "runs claimed with their message in one commit")
+			} else {
+				assert.NotZero(t, together, "no run was claimed with its message in one commit")
+			}
+		})
+	}
+}
+
 func TestPostRunsToTheEnd(t *testing.T) {
-	e := newEnv(t)
+	claimModes(t, testPostRunsToTheEnd)
+}
+
+func testPostRunsToTheEnd(t *testing.T, e *env) {
 	p := e.post("t1", "hello")
 	assert.False(t, p.Queued)
 	// Nothing holds this run, so it may have ended by now: that it is
@@ -471,14 +529,16 @@ func TestShutdownWaitsForEveryRunItLetStart(t *testing.T) {
 }
 
 // TestPostRacingShutdown holds a Post between its check that the manager
-// runs and the start of its run, while Shutdown (with no run to wait for)
-// returns: the Post must then fail, not start a run nobody waits for.
+// runs and its run's joining the runs Shutdown waits for, while Shutdown
+// (with no run to wait for) returns: the Post must then fail, not start a
+// run nobody waits for. (A Post whose run joined first is waited for:
+// TestShutdownWaitsForEveryRunItLetStart.)
 func TestPostRacingShutdown(t *testing.T) {
 	e := newEnv(t)
 	entered, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	e.bus.mu.Lock()
-	e.bus.onOwn = func() {
+	e.bus.onSend = func() {
 		once.Do(func() {
 			close(entered)
 			<-release
@@ -491,7 +551,7 @@ func TestPostRacingShutdown(t *testing.T) {
 		_, err := e.m.Post(context.Background(), "t1", runs.Input{Text: "hello"})
 		errc <- err
 	}()
-	<-entered // Post found no owner and is becoming the thread's owner
+	<-entered // Post is about to find the thread has no owner
 	e.m.Shutdown(t.Context())
 	close(release)
 	assert.ErrorIs(t, <-errc, runs.ErrShuttingDown)
@@ -566,7 +626,10 @@ func TestTwoManagersShareThreadsOverTheBus(t *testing.T) {
 // TestConcurrentPostsRunOneAtATime posts to one idle thread from many
 // goroutines through two Managers: every input runs, never two at once.
 func TestConcurrentPostsRunOneAtATime(t *testing.T) {
-	e := newEnv(t)
+	claimModes(t, testConcurrentPostsRunOneAtATime)
+}
+
+func testConcurrentPostsRunOneAtATime(t *testing.T, e *env) {
 	other := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: e.agent, Node: "node-b"})
 	t.Cleanup(func() { other.Shutdown(t.Context()) })
 	const posts = 24

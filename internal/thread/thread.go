@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
@@ -120,11 +121,36 @@ func (s *Service) Append(ctx context.Context, thread string, events ...event.Eve
 	if err != nil || len(committed) == 0 {
 		return committed, err
 	}
+	s.publish(ctx, thread, committed)
+	return committed, nil
+}
+
+// publish hands committed events to the bus. An event the bus loses is
+// still in the log, where subscribers find it by the gap it leaves.
+func (s *Service) publish(ctx context.Context, thread string, committed []event.Event) {
 	if err := s.bus.Publish(context.WithoutCancel(ctx), thread, committed); err != nil {
 		s.logger.Error("thread: publish committed events", "thread", thread,
 			"first_seq", committed[0].Seq, "last_seq", committed[len(committed)-1].Seq, "err", err)
 	}
-	return committed, nil
+}
+
+// ClaimAndAppend claims c's thread and appends events in one commit, and
+// publishes them, when the store can (store.ClaimAppender); ok is false
+// when it cannot, and then nothing was done.
+func (s *Service) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) (committed []event.Event, ok bool, err error) {
+	ca, ok := s.log.(store.ClaimAppender)
+	if !ok {
+		return nil, false, nil
+	}
+	if s.isClosed() {
+		return nil, true, ErrClosed
+	}
+	committed, err = ca.ClaimAndAppend(ctx, c, lease, events...)
+	if err != nil || len(committed) == 0 {
+		return committed, true, err
+	}
+	s.publish(ctx, c.Thread, committed)
+	return committed, true, nil
 }
 
 // Preview sends e, a delta not yet committed (event.Event.Preview says

@@ -19,6 +19,7 @@ import (
 	"github.com/agentwire/agentwire/internal/leaktest"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/memory"
+	"github.com/agentwire/agentwire/internal/store/sqlite"
 	"github.com/agentwire/agentwire/internal/thread"
 )
 
@@ -514,4 +515,47 @@ func TestStoreErrorEndsSubscription(t *testing.T) {
 	defer sub.Close()
 	assert.Empty(t, drain(t, sub))
 	assert.ErrorIs(t, sub.Err(), errRead)
+}
+
+// TestClaimAndAppend claims a thread and appends its first event in one
+// commit on a store that can (SQLite): subscribers get the event; a second
+// claim is refused and appends nothing. On a store that cannot (memory),
+// the service says so and does nothing.
+func TestClaimAndAppend(t *testing.T) {
+	st, err := sqlite.Open(t.Context(), sqlite.Options{Dir: t.TempDir(), Synchronous: "NORMAL"})
+	require.NoError(t, err)
+	svc := setup(t, st, nil, thread.Options{})
+	sub, err := svc.Subscribe(ctx(t), "t", thread.FromEnd)
+	require.NoError(t, err)
+	defer sub.Close()
+
+	user := event.Event{Run: "r1", Payload: event.MessageUser{MessageID: "m1", Text: "hi"}}
+	committed, ok, err := svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r1", Node: "n"}, time.Hour, user)
+	require.NoError(t, err)
+	require.True(t, ok, "SQLite claims and appends in one commit")
+	require.Len(t, committed, 1)
+	select {
+	case e := <-sub.Events():
+		assert.Equal(t, committed[0].ID, e.ID)
+		assert.Equal(t, int64(1), e.Seq)
+	case <-time.After(wait):
+		t.Fatal("the subscriber did not get the event")
+	}
+	claim, held, err := st.ActiveRun(ctx(t), "t")
+	require.NoError(t, err)
+	require.True(t, held)
+	assert.Equal(t, "r1", claim.Run)
+
+	_, ok, err = svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r2", Node: "n"}, time.Hour,
+		event.Event{Run: "r2", Payload: event.MessageUser{MessageID: "m2", Text: "again"}})
+	assert.True(t, ok)
+	require.ErrorIs(t, err, store.ErrRunClaimed)
+	last, err := svc.LastSeq(ctx(t), "t")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), last, "a refused claim appends nothing")
+
+	mem := setup(t, nil, nil, thread.Options{})
+	_, ok, err = mem.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r1", Node: "n"}, time.Hour, user)
+	assert.False(t, ok)
+	assert.NoError(t, err)
 }

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
@@ -57,6 +59,38 @@ func (s *Store) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Durat
 		err = store.ErrRunClaimed
 	}
 	return err
+}
+
+var _ store.ClaimAppender = (*Store)(nil)
+
+// ClaimAndAppend implements store.ClaimAppender: the claim is the guard
+// of the append in the group commit, so both are in one transaction.
+func (s *Store) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
+	if err := checkClaim(c); err != nil {
+		return nil, err
+	}
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	t := now()
+	claim := write(func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, t, t+lease.Microseconds())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, store.ErrRunClaimed)
+		}
+		return nil
+	})
+	// Waited for whatever ctx does, as a write is (Store.write): the
+	// caller must learn whether the claim was taken.
+	committed, err := s.commit.AppendIf(context.WithoutCancel(ctx), c.Thread, events, claim)
+	if err != nil && !errors.Is(err, store.ErrRunClaimed) {
+		return nil, fmt.Errorf("sqlite: claim run %s and append: %w", c.Run, s.closedErr(err))
+	}
+	return committed, err
 }
 
 // MoveRun implements store.Runs.

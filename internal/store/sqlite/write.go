@@ -125,7 +125,9 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 			if a.Err, err = s.runWrite(ctx, tx, a.Write); err != nil {
 				return err
 			}
-			continue
+			if a.Err != nil || len(a.Events) == 0 {
+				continue // a failed guard appends nothing
+			}
 		}
 		last, ok := w.lastSeq[a.Thread]
 		if !ok {

@@ -56,6 +56,74 @@ func TestFailedWriteIsUndoneAlone(t *testing.T) {
 	assert.Equal(t, int64(1), events[0].Seq)
 }
 
+// TestClaimAndAppendInOneBatch commits, in one batch, a claim-and-append
+// whose claim is refused (the thread is claimed), one whose claim is taken,
+// and a plain append to the refused thread: the refused one appends
+// nothing and leaves no gap in the seqs of the append beside it.
+func TestClaimAndAppendInOneBatch(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.ClaimRun(ctx, store.RunClaim{Thread: "busy", Run: "r0", Node: "n"}, time.Hour))
+
+	claimed := func(c store.RunClaim) write {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, 0, ?)
+				ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, time.Now().Add(time.Hour).UnixMicro())
+			if n, _ := res.RowsAffected(); err == nil && n == 0 {
+				return store.ErrRunClaimed
+			}
+			return err
+		}
+	}
+	user := func(thread, text string) *groupcommit.Append {
+		a, err := groupcommit.Prepare(thread, []event.Event{{Payload: event.MessageUser{MessageID: text, Text: text}}})
+		require.NoError(t, err)
+		return a
+	}
+	refused := user("busy", "refused")
+	refused.Write = claimed(store.RunClaim{Thread: "busy", Run: "r1", Node: "n"})
+	taken := user("free", "taken")
+	taken.Write = claimed(store.RunClaim{Thread: "free", Run: "r2", Node: "n"})
+	plain := user("busy", "plain")
+	require.NoError(t, s.flush(ctx, []*groupcommit.Append{refused, taken, plain}))
+
+	assert.ErrorIs(t, refused.Err, store.ErrRunClaimed)
+	assert.NoError(t, taken.Err)
+	busy, err := s.Read(ctx, "busy", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, busy, 1, "the refused claim's message is not appended")
+	assert.Equal(t, int64(1), busy[0].Seq)
+	assert.Equal(t, "plain", busy[0].Payload.(event.MessageUser).Text)
+	free, err := s.Read(ctx, "free", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, free, 1)
+	assert.Equal(t, "taken", free[0].Payload.(event.MessageUser).Text)
+	claim, ok, err := s.ActiveRun(ctx, "free")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "r2", claim.Run)
+
+	// Through the store's own method: the claim is refused, nothing is
+	// appended; on a free thread both are made.
+	_, err = s.ClaimAndAppend(ctx, store.RunClaim{Thread: "free", Run: "r3", Node: "n"}, time.Hour,
+		event.Event{Payload: event.MessageUser{MessageID: "m", Text: "again"}})
+	require.ErrorIs(t, err, store.ErrRunClaimed)
+	last, err := s.LastSeq(ctx, "free")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), last)
+	committed, err := s.ClaimAndAppend(ctx, store.RunClaim{Thread: "new", Run: "r4", Node: "n"}, time.Hour,
+		event.Event{Payload: event.MessageUser{MessageID: "m", Text: "first"}})
+	require.NoError(t, err)
+	require.Len(t, committed, 1)
+	assert.Equal(t, int64(1), committed[0].Seq)
+	claim, ok, err = s.ActiveRun(ctx, "new")
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, "r4", claim.Run)
+}
+
 // BenchmarkClaimRun claims and releases runs from many goroutines at once,
 // as simultaneous posts do: "group" through the group commit (ClaimRun,
 // ReleaseRun), "alone" with each write its own transaction on the write

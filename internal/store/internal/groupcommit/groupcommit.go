@@ -30,11 +30,13 @@ type Append struct {
 	Events []event.Event
 	// Data holds each event's encoded payload.
 	Data [][]byte
-	// Write, set in place of Events (see Committer.Do), is a write of the
-	// backend's own, which its Flush runs in the batch's transaction.
+	// Write is a write of the backend's own, which its Flush runs in the
+	// batch's transaction: in place of Events (see Committer.Do), or as
+	// their guard (see Committer.AppendIf), before them.
 	Write any
 	// Err is set by Flush when Write failed on its own, without failing the
-	// batch (the backend undid just that write): the caller is told Err.
+	// batch (the backend undid just that write, and appended none of the
+	// Events): the caller is told Err.
 	Err error
 
 	ctx  context.Context
@@ -113,6 +115,29 @@ func (c *Committer) Do(ctx context.Context, write any) error {
 	return c.submit(ctx, &Append{Write: write})
 }
 
+// AppendIf is Append with a guard: write (as for Do) runs first in the
+// batch's transaction, and events are appended only if it succeeds, in the
+// same commit. When write fails on its own, its error is returned and
+// nothing is appended. A backend whose Flush takes no Write must not be
+// given one.
+func (c *Committer) AppendIf(ctx context.Context, thread string, events []event.Event, write any) ([]event.Event, error) {
+	if write == nil {
+		return nil, errors.New("store: no guard to append under")
+	}
+	a, err := Prepare(thread, events)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		a = &Append{Thread: thread}
+	}
+	a.Write = write
+	if err := c.submit(ctx, a); err != nil {
+		return nil, err
+	}
+	return a.Events, nil
+}
+
 // submit hands a to the writer and waits for its batch.
 func (c *Committer) submit(ctx context.Context, a *Append) error {
 	// An append whose context is already done must commit nothing, so check
@@ -141,7 +166,7 @@ func (c *Committer) submit(ctx context.Context, a *Append) error {
 // size is what a counts against MaxEvents.
 func (a *Append) size() int {
 	if a.Write != nil {
-		return 1
+		return 1 + len(a.Events)
 	}
 	return len(a.Events)
 }
