@@ -17,13 +17,15 @@ func (s *Store) OwnThread(ctx context.Context, thread, principal string) (string
 		return "", fmt.Errorf("sqlite: own thread: thread and principal are required")
 	}
 	var owner string
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	// Synced with the next commit that syncs (see the package comment):
+	// nothing of the thread can be durable before its owner is.
+	err := s.writeLater(ctx, laterWrite(func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
 			ON CONFLICT (thread) DO NOTHING`, thread, principal, now()); err != nil {
 			return err
 		}
 		return tx.QueryRowContext(ctx, `SELECT principal FROM thread_owners WHERE thread = ?`, thread).Scan(&owner)
-	})
+	}))
 	if err != nil {
 		return "", fmt.Errorf("sqlite: own thread %q: %w", thread, s.closedErr(err))
 	}

@@ -12,6 +12,13 @@
 // a machine crash. NORMAL syncs only at checkpoints: an acknowledged append
 // still survives the process being killed, but the last commits can be lost
 // if the machine goes down. docs/BENCHMARKS.md has both measured.
+//
+// One write is exempt from FULL: a thread's owner (OwnThread). A commit of
+// owner records alone does not sync; the next commit that does sync the WAL
+// makes them durable with it, as the WAL is written in order. So a thread
+// can lose its owner in a crash only while nothing else of it was
+// committed, when there is nothing in it for anyone to see, and the first
+// access after the crash owns it again.
 package sqlite
 
 import (
@@ -66,6 +73,7 @@ type Store struct {
 	rdb    *sql.DB // query-only pool
 	commit *groupcommit.Committer
 	writer writer // owned by the writer goroutine (flush)
+	full   bool   // commits sync the WAL (Options.Synchronous FULL)
 	closed atomic.Bool
 	// read and history are Read's and History's queries, prepared on rdb:
 	// compiling one costs as much as reading a hundred events.
@@ -120,7 +128,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxIdleTime(0)
 	wdb.SetConnMaxLifetime(0)
-	s := &Store{path: path, log: opts.Logger, wdb: wdb}
+	s := &Store{path: path, log: opts.Logger, wdb: wdb, full: sync == "FULL"}
 	fail := func(err error) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -45,6 +45,10 @@ type writer struct {
 	// stays put for this connection's own commits.
 	lastSeq map[string]int64
 	version int64
+
+	// syncing is the connection's synchronous setting (setSync), known
+	// once set.
+	syncing, syncKnown bool
 }
 
 // prepareWriter prepares the writer's statements on the write pool (one
@@ -100,6 +104,9 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 			w.version = -1
 		}
 	}()
+	if err := s.setSync(ctx, !syncLater(batch)); err != nil {
+		return err
+	}
 	tx, err := s.wdb.BeginTx(ctx, nil) // BEGIN IMMEDIATE (see dsn)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -163,6 +170,41 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 // (Store.write).
 type write func(ctx context.Context, tx *sql.Tx) error
 
+// A laterWrite is a write that need not sync the disk on its own: a batch
+// of nothing else commits without syncing, and the next commit that syncs
+// the WAL makes it durable too (see the package comment).
+type laterWrite write
+
+// syncLater reports whether batch holds only laterWrites.
+func syncLater(batch []*groupcommit.Append) bool {
+	for _, a := range batch {
+		if _, ok := a.Write.(laterWrite); !ok || len(a.Events) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// setSync makes the write connection's commits sync the WAL or not. With
+// Options.Synchronous NORMAL they never do.
+func (s *Store) setSync(ctx context.Context, sync bool) error {
+	w := &s.writer
+	sync = sync && s.full
+	if w.syncKnown && w.syncing == sync {
+		return nil
+	}
+	mode := "NORMAL"
+	if sync {
+		mode = "FULL"
+	}
+	w.syncKnown = false
+	if _, err := s.wdb.ExecContext(ctx, `PRAGMA synchronous = `+mode); err != nil {
+		return fmt.Errorf("synchronous %s: %w", mode, err)
+	}
+	w.syncKnown, w.syncing = true, sync
+	return nil
+}
+
 // write runs w in the next group commit and waits for that commit: many
 // small writes, each its own transaction, would each pay a sync of the disk
 // and be made one after another on the one write connection.
@@ -171,6 +213,15 @@ type write func(ctx context.Context, tx *sql.Tx) error
 // own timeout bounds the wait), so that the caller always learns whether it
 // was made: a claim reported as failed must not have been taken.
 func (s *Store) write(ctx context.Context, w write) error {
+	return s.do(ctx, w)
+}
+
+// writeLater is write for a laterWrite.
+func (s *Store) writeLater(ctx context.Context, w laterWrite) error {
+	return s.do(ctx, w)
+}
+
+func (s *Store) do(ctx context.Context, w any) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
@@ -181,8 +232,13 @@ func (s *Store) write(ctx context.Context, w write) error {
 // alone: its error is returned as failed, and the batch goes on. err is what
 // fails the batch.
 func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, w any) (failed, err error) {
-	fn, ok := w.(write)
-	if !ok {
+	var fn write
+	switch w := w.(type) {
+	case write:
+		fn = w
+	case laterWrite:
+		fn = write(w)
+	default:
 		return nil, fmt.Errorf("unknown write %T", w)
 	}
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT write`); err != nil {

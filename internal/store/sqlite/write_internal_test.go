@@ -124,6 +124,46 @@ func TestClaimAndAppendInOneBatch(t *testing.T) {
 	assert.Equal(t, "r4", claim.Run)
 }
 
+// TestOwnersAloneDoNotSync commits a batch of owner records alone, which
+// does not sync the disk, then one with an append beside them, which does
+// (and with it the records before it), then the first again; with
+// Synchronous NORMAL nothing syncs.
+func TestOwnersAloneDoNotSync(t *testing.T) {
+	for _, mode := range []string{"FULL", "NORMAL"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, Options{Dir: t.TempDir(), Synchronous: mode})
+			require.NoError(t, err)
+			defer s.Close()
+			// synchronous reads the connection's setting within the
+			// batch: 1 is NORMAL, 2 FULL.
+			synchronous := func(into *int) *groupcommit.Append {
+				return &groupcommit.Append{Write: laterWrite(func(ctx context.Context, tx *sql.Tx) error {
+					return tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(into)
+				})}
+			}
+			var alone, mixed, again int
+			require.NoError(t, s.flush(ctx, []*groupcommit.Append{synchronous(&alone)}))
+			appended, err := groupcommit.Prepare("t", []event.Event{{Payload: event.RunCancelled{}}})
+			require.NoError(t, err)
+			require.NoError(t, s.flush(ctx, []*groupcommit.Append{synchronous(&mixed), appended}))
+			require.NoError(t, s.flush(ctx, []*groupcommit.Append{synchronous(&again)}))
+			assert.Equal(t, 1, alone, "owner records alone are not synced")
+			assert.Equal(t, map[string]int{"FULL": 2, "NORMAL": 1}[mode], mixed, "a batch with an append syncs as configured")
+			assert.Equal(t, 1, again)
+
+			// OwnThread is such a write, and still committed.
+			owner, err := s.OwnThread(ctx, "t2", "alice")
+			require.NoError(t, err)
+			assert.Equal(t, "alice", owner)
+			owner, ok, err := s.ThreadOwner(ctx, "t2")
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, "alice", owner)
+		})
+	}
+}
+
 // BenchmarkClaimRun claims and releases runs from many goroutines at once,
 // as simultaneous posts do: "group" through the group commit (ClaimRun,
 // ReleaseRun), "alone" with each write its own transaction on the write
