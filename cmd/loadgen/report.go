@@ -35,15 +35,20 @@ func (a *latencyAgg) addReceipt(rc *receipt, s *stream) {
 	a.expected += s.n
 	a.frames += frames
 	a.messages++
-	var first time.Duration
 	for i, t := range at {
-		if t == 0 {
-			continue
-		}
-		if sent := s.sentAt(i); sent > 0 {
+		if sent := s.sentAt(i); t != 0 && sent > 0 {
 			a.added = append(a.added, t-sent)
 		}
-		if first == 0 || t < first {
+	}
+	a.addTimes(rc, s)
+}
+
+// addTimes records a stream's first-token and request-to-upstream times.
+func (a *latencyAgg) addTimes(rc *receipt, s *stream) {
+	at, _, _ := rc.snapshot()
+	var first time.Duration
+	for _, t := range at {
+		if t != 0 && (first == 0 || t < first) {
 			first = t
 		}
 	}

@@ -82,7 +82,12 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		}
 	}
 	tc := r.threads(t)
-	if err := r.warm(ctx, t, proto); err != nil {
+	n := 1
+	if conc == 1 {
+		n += firstTokenSamples
+	}
+	warmRecs, warmStreams, err := r.warm(ctx, t, proto, n)
+	if err != nil {
 		return err
 	}
 
@@ -131,6 +136,9 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 	agg.writeBytes += d.writeBytes
 	agg.dirGrowth += dirSize(t.dataDir) - dirBefore
 	agg.streamed += conc * r.cfg.Tokens
+	for i, rc := range warmRecs[1:] { // the first was the warm-up
+		agg.addTimes(rc, warmStreams[i+1])
+	}
 	for i, rc := range recs {
 		agg.addReceipt(rc, streams[i])
 		if errs[i] != nil {
@@ -188,32 +196,59 @@ func (r *runner) idle(ctx context.Context, t *target) error {
 	return nil
 }
 
-// warm streams one short reply on proto before a measurement, so that
-// what a server sets up on its first request (connections to the upstream,
-// caches, the store's first pages) is not counted as every stream's cost:
-// a server meets its first request once and its users afterwards.
-func (r *runner) warm(ctx context.Context, t *target, proto string) error {
+// firstTokenSamples is how many one-token replies, one after another, the
+// 1-stream latency scenario times besides its measured stream, for the
+// first-token and request-to-upstream medians: one stream per round is too
+// few samples for a median.
+const firstTokenSamples = 10
+
+// warm streams one-token replies on proto, one after another, on fresh
+// threads or sessions, and returns their receipts with their streams. The
+// first is a warm-up: what a server sets up on its first request
+// (connections to the upstream, caches, the store's first pages) is not
+// every stream's cost, a server meets its first request once and its users
+// afterwards.
+func (r *runner) warm(ctx context.Context, t *target, proto string, n int) ([]*receipt, []*stream, error) {
+	var chat *chatClient
 	if proto == "agentchat" {
 		conns, err := r.dialChats(ctx, t, 1)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		defer closeChats(conns)
-		if err := r.shortChat(ctx, conns[0], uuid.NewString()); err != nil {
-			return fmt.Errorf("warm-up chat: %w", err)
+		chat = conns[0]
+	}
+	var (
+		recs    []*receipt
+		streams []*stream
+	)
+	for range n {
+		s := r.up.newStream(1, 0, false)
+		defer r.up.forget(s)
+		var rc *receipt
+		var err error
+		if chat != nil {
+			rc = chat.expect(s)
+			err = chat.chat(ctx, uuid.NewString(), s.prompt(), rc)
+		} else {
+			rc = newReceipt(s)
+			_, err = r.threads(t).post(ctx, uuid.NewString(), s.prompt(), rc)
 		}
-		return nil
+		if err == nil {
+			err = rc.wait(ctx, time.Minute)
+		}
+		if err == nil {
+			// The reply's run ends (its last commits, the thread's
+			// release) after its token is out: the next post waits, so
+			// that it is timed on a quiet server, as the relay's is.
+			err = sleep(ctx, settle/5)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("one-token reply: %w", err)
+		}
+		recs, streams = append(recs, rc), append(streams, s)
 	}
-	s := r.up.newStream(1, 0, false)
-	defer r.up.forget(s)
-	rc := newReceipt(s)
-	if _, err := r.threads(t).post(ctx, uuid.NewString(), s.prompt(), rc); err != nil {
-		return fmt.Errorf("warm-up post: %w", err)
-	}
-	if err := rc.wait(ctx, time.Minute); err != nil {
-		return fmt.Errorf("warm-up post: %w", err)
-	}
-	return nil
+	return recs, streams, nil
 }
 
 // shortChat sends a one-token chat on session and waits for the reply.

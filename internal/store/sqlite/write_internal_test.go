@@ -198,3 +198,32 @@ func BenchmarkClaimRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOwnThread makes new threads' owners one after another, as a
+// client's first request to each does: "synced" as a write that syncs the
+// disk (as OwnThread was made before), "later" as OwnThread makes them.
+func BenchmarkOwnThread(b *testing.B) {
+	for _, mode := range []string{"synced", "later"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := b.Context()
+			s, err := Open(ctx, Options{Dir: b.TempDir()})
+			require.NoError(b, err)
+			defer s.Close()
+			i := 0
+			for b.Loop() {
+				i++
+				thread := fmt.Sprint("t", i)
+				if mode == "later" {
+					_, err = s.OwnThread(ctx, thread, "alice")
+				} else {
+					err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+						_, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
+							ON CONFLICT (thread) DO NOTHING`, thread, "alice", now())
+						return err
+					})
+				}
+				require.NoError(b, err)
+			}
+		})
+	}
+}
