@@ -77,6 +77,15 @@ type Subscription interface {
 	// subscriber reads it from the log. Next is for one goroutine at a
 	// time.
 	Next(ctx context.Context) (event.Event, error)
+	// TryNext is Next without waiting: ok is false when no event waits.
+	// With Notify it lets a consumer hold no goroutine while nothing
+	// comes.
+	TryNext() (e event.Event, ok bool, err error)
+	// Notify makes fn be called whenever an event arrives or the
+	// subscription ends, on the sender's goroutine and with the
+	// subscription locked: fn must return at once and must not call the
+	// subscription. Set it before reading.
+	Notify(fn func())
 	// Close ends the subscription. It is idempotent.
 	Close()
 }

@@ -13,8 +13,9 @@ import (
 // for its limit, so a server can keep many idle subscriptions with a
 // generous limit.
 type Queue struct {
-	limit int
-	ready chan struct{} // capacity 1: "something changed"
+	limit  int
+	ready  chan struct{} // capacity 1: "something changed"
+	notify func()        // see Notify
 
 	mu    sync.Mutex
 	items []event.Event // waiting events are items[head:]
@@ -90,6 +91,40 @@ func (q *Queue) signal() {
 	case q.ready <- struct{}{}:
 	default:
 	}
+	if q.notify != nil {
+		q.notify()
+	}
+}
+
+// Notify implements Subscription's Notify.
+func (q *Queue) Notify(fn func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.notify = fn
+}
+
+// TryNext implements Subscription's TryNext.
+func (q *Queue) TryNext() (event.Event, bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ended {
+		return event.Event{}, false, q.err
+	}
+	if q.head == len(q.items) {
+		return event.Event{}, false, nil
+	}
+	return q.popLocked(), true, nil
+}
+
+// popLocked takes the oldest waiting event. q.mu is held.
+func (q *Queue) popLocked() event.Event {
+	e := q.items[q.head]
+	q.items[q.head] = event.Event{} // let the payload go
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return e
 }
 
 // Next returns the oldest queued event, waiting for one until ctx is done.
@@ -104,12 +139,7 @@ func (q *Queue) Next(ctx context.Context) (event.Event, error) {
 			return event.Event{}, err
 		}
 		if q.head < len(q.items) {
-			e := q.items[q.head]
-			q.items[q.head] = event.Event{} // let the payload go
-			q.head++
-			if q.head == len(q.items) {
-				q.items, q.head = q.items[:0], 0
-			}
+			e := q.popLocked()
 			q.mu.Unlock()
 			return e, nil
 		}

@@ -96,3 +96,34 @@ func TestQueueOfferDropsRatherThanEnds(t *testing.T) {
 	require.True(t, q.Push(seqEvents(2, 2)), "room again")
 	assert.False(t, q.Push(seqEvents(4, 1)), "a push that does not fit still ends it")
 }
+
+// TestQueueTryNextAndNotify: Notify's function is called for every push,
+// offer and the end; TryNext takes what waits without waiting, says when
+// nothing does, and once the queue ended returns why.
+func TestQueueTryNextAndNotify(t *testing.T) {
+	q := NewQueue(4)
+	notified := 0
+	q.Notify(func() { notified++ })
+	_, ok, err := q.TryNext()
+	require.NoError(t, err)
+	assert.False(t, ok, "an empty queue has nothing")
+
+	q.Push([]event.Event{{Seq: 1}, {Seq: 2}})
+	q.Offer(event.Event{Preview: 2})
+	assert.Equal(t, 2, notified)
+	for _, want := range []event.Event{{Seq: 1}, {Seq: 2}, {Preview: 2}} {
+		e, ok, err := q.TryNext()
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, want, e)
+	}
+	_, ok, err = q.TryNext()
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	q.End(ErrSlowConsumer)
+	assert.Equal(t, 3, notified)
+	_, ok, err = q.TryNext()
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, ErrSlowConsumer)
+}

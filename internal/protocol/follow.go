@@ -139,9 +139,9 @@ type Watch interface {
 	Err() error
 }
 
-// A Watcher is a Core whose subscriptions can call a function themselves,
-// on their own goroutine (thread.Service.Watch), going on after falling
-// behind as a Follower does.
+// A Watcher is a Core whose subscriptions can call a function themselves
+// (thread.Service.Watch), going on after falling behind as a Follower
+// does.
 type Watcher interface {
 	Watch(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (Watch, error)
 }
@@ -150,9 +150,9 @@ type Watcher interface {
 // FromEnd) and calls fn with each event in seq order, as Follow and Run do,
 // until the watch is stopped or fn returns an error (ErrStop: none); then it
 // calls end with the watch's Err, on the goroutine that called fn, and
-// closes Done. When core is a Watcher, fn runs on the subscription's own
-// goroutine, so an idle watch costs one goroutine; otherwise WatchThread
-// starts a goroutine of its own for Run. Subscribing happens here, on the
+// closes Done. When core is a Watcher, the subscription calls fn, and an
+// idle watch costs no goroutine; otherwise WatchThread starts a goroutine
+// of its own for Run. Subscribing happens here, on the
 // caller's goroutine. fn must not block for long.
 func WatchThread(ctx context.Context, core Core, thread string, after int64, log *slog.Logger, fn func(event.Event) error, end func(error)) (Watch, error) {
 	if w, ok := core.(Watcher); ok {

@@ -15,12 +15,13 @@ import (
 // as nil.
 var errUnsubscribed = errors.New("thread: unsubscribed")
 
-// Subscription delivers one thread's committed events to one consumer. One
-// goroutine (the pump) reads the log and the bus subscription and hands
-// events on; it is the only sender on Events. The bounded queue is the bus
-// subscription's: while the consumer does not take an event, the pump waits
-// and live events gather there until the bus ends the subscription with
-// ErrSlowConsumer.
+// Subscription delivers one thread's committed events to one consumer. Its
+// pump reads the log and the bus subscription and hands events on: for
+// Subscribe, one goroutine, the only sender on Events; for Watch, a
+// goroutine only while there is something to hand on (lazyWatch). The
+// bounded queue is the bus subscription's: while the consumer does not take
+// an event, the pump waits and live events gather there until the bus ends
+// the subscription with ErrSlowConsumer.
 type Subscription struct {
 	svc    *Service
 	thread string
@@ -83,47 +84,19 @@ func (s *Subscription) Stop() { s.cancel(errUnsubscribed) }
 // is delivered after it.
 func (s *Subscription) Done() <-chan struct{} { return s.done }
 
-// run is the pump: it replays the log up to last, the thread's last seq when
-// live started buffering, then forwards live events, filling any gap from
-// the log and dropping what was already delivered. A Watch's pump outlives
-// a live feed that ended behind: it subscribes again and reads the log from
-// where it stopped.
+// run is the pump of a subscription read from Events: it replays the log
+// up to last, the thread's last seq when live started buffering, then
+// forwards live events, filling any gap from the log and dropping what was
+// already delivered. (A Watch's pump is a lazyWatch.)
 func (s *Subscription) run(ctx context.Context, live bus.Subscription, after, last int64) {
 	defer close(s.done)
-	defer func() {
-		if s.end != nil {
-			s.end(s.Err())
-		}
-	}()
 	defer s.cancel(errUnsubscribed) // release the context; Err is already set
 	defer s.svc.forget(s)
 	defer close(s.events)
-	defer func() { live.Close() }()
+	defer live.Close()
 
 	p := pump{sub: s, ctx: ctx, delivered: after}
-	for {
-		err := p.follow(live, last)
-		if s.fn == nil || ctx.Err() != nil || !(errors.Is(err, bus.ErrSlowConsumer) || errors.Is(err, bus.ErrMissed)) {
-			s.finish(ctx, err)
-			return
-		}
-		why := err
-		live.Close()
-		sctx := ctx
-		if s.previews {
-			sctx = bus.WantPreviews(ctx)
-		}
-		if live, err = s.svc.bus.Subscribe(sctx, s.thread, s.svc.opts.QueueSize); err != nil {
-			live = closedFeed{}
-			s.finish(ctx, err)
-			return
-		}
-		if last, err = s.svc.log.LastSeq(ctx, s.thread); err != nil {
-			s.finish(ctx, err)
-			return
-		}
-		s.svc.logger.Info("thread: a watch resubscribed after its feed ended", "thread", s.thread, "after", p.delivered, "why", why)
-	}
+	s.finish(ctx, p.follow(live, last))
 }
 
 // follow delivers the log up to last, then live events, until either
@@ -135,33 +108,34 @@ func (p *pump) follow(live bus.Subscription, last int64) error {
 		if e, err = live.Next(p.ctx); err != nil {
 			break
 		}
-		switch {
-		case e.Preview != 0:
-			// A preview goes out only in its place: after the event it
-			// follows, which a consumer still catching up has not had.
-			if p.sub.previews && e.Preview <= p.delivered {
-				err = p.hand(e)
-			}
-		case e.Seq <= p.delivered:
-			// Committed before the replay read it, or delivered by an
-			// earlier gap fill.
-		case e.Seq == p.delivered+1 && e.Payload != nil:
-			err = p.deliver(e)
-		default:
-			// Ahead (a concurrent append published first, or the bus lost
-			// something), or an event the bus carried without its
-			// payload. The log has everything up to e.
-			err = p.catchUp(e.Seq)
-		}
+		err = p.take(e)
 	}
 	return err
 }
 
-// closedFeed stands in for a live feed that could not be made.
-type closedFeed struct{}
-
-func (closedFeed) Next(context.Context) (event.Event, error) { return event.Event{}, bus.ErrClosed }
-func (closedFeed) Close()                                    {}
+// take hands on e, a live event, in its place: once, after everything
+// before it.
+func (p *pump) take(e event.Event) error {
+	switch {
+	case e.Preview != 0:
+		// A preview goes out only in its place: after the event it
+		// follows, which a consumer still catching up has not had.
+		if p.sub.previews && e.Preview <= p.delivered {
+			return p.hand(e)
+		}
+	case e.Seq <= p.delivered:
+		// Committed before the replay read it, or delivered by an
+		// earlier gap fill.
+	case e.Seq == p.delivered+1 && e.Payload != nil:
+		return p.deliver(e)
+	default:
+		// Ahead (a concurrent append published first, or the bus lost
+		// something), or an event the bus carried without its payload.
+		// The log has everything up to e.
+		return p.catchUp(e.Seq)
+	}
+	return nil
+}
 
 // consumerError is a Watch function's error: the consumer's own, which
 // ends the watch as it is.

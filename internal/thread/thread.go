@@ -234,9 +234,10 @@ func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*S
 }
 
 // Watch is Subscribe for a consumer that takes each event in a function
-// call instead of from a channel: the subscription's own goroutine calls fn
-// with each event in seq order, so the consumer needs no goroutine of its
-// own (an idle follower of a thread costs one goroutine, not two). fn must
+// call instead of from a channel: the subscription's pump calls fn with
+// each event in seq order, on a goroutine it starts when events come and
+// ends when they have been handed on, so an idle watch costs no goroutine
+// at all, and neither does its consumer. fn must
 // not block for long: while it runs, live events gather in the bounded
 // queue. A watch outlives falling behind (ErrSlowConsumer) and a bus that
 // may have missed events (bus.ErrMissed): it reads the log from where fn
@@ -301,6 +302,10 @@ func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn 
 	s.wg.Add(1)
 	s.mu.Unlock()
 
+	if fn != nil {
+		sub.startLazy(pctx, live, after, last)
+		return sub, nil
+	}
 	go func() {
 		defer s.wg.Done()
 		sub.run(pctx, live, after, last)

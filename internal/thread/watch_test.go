@@ -3,6 +3,8 @@ package thread_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,4 +185,34 @@ func TestPreviewsReachOnlyThoseWhoAskInTheirPlace(t *testing.T) {
 	logged, err := svc.Read(ctx(t), "t", 0, 10)
 	require.NoError(t, err)
 	assert.Len(t, logged, 3, "previews are not logged")
+}
+
+// TestIdleWatchHoldsNoGoroutine: once a watch has handed on what there
+// was, no goroutine of its is left waiting; the next append starts one,
+// and Close ends the watch though none runs.
+func TestIdleWatchHoldsNoGoroutine(t *testing.T) {
+	svc := setup(t, nil, nil, thread.Options{})
+	appendN(t, svc, "t", 2)
+	watching := func() bool {
+		buf := make([]byte, 1<<20)
+		return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "agentwire/internal/thread.")
+	}
+	w := newWatched()
+	sub, err := svc.Watch(ctx(t), "t", 0, w.take, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1, 2}, w.waitFor(t, 2))
+	assert.Eventually(t, func() bool { return !watching() }, wait, time.Millisecond,
+		"an idle watch still holds a goroutine")
+	for round := range 3 {
+		appendN(t, svc, "t", 1)
+		assert.Equal(t, seqRange(1, int64(3+round)), w.waitFor(t, 3+round))
+	}
+	assert.Eventually(t, func() bool { return !watching() }, wait, time.Millisecond)
+	sub.Close()
+	select {
+	case <-sub.Done():
+	default:
+		t.Fatal("Close returned before the watch ended")
+	}
+	assert.NoError(t, sub.Err())
 }

@@ -1,0 +1,161 @@
+package thread
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/agentwire/agentwire/internal/bus"
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// A watch (Service.Watch) runs its pump only while there is something to
+// do: replaying the log, delivering what the feed holds,
+// or ending. In between no goroutine waits for it; the feed's notification
+// starts the next turn. An idle follower of a thread (a chat socket
+// between replies) then costs no goroutine at all.
+//
+// At most one turn runs at a time (running); a notification during a turn
+// makes it look again before it stops (again). The subscription counts in
+// the service's WaitGroup from its start to its end, not per turn, and its
+// last turn ends it.
+type lazyWatch struct {
+	sub  *Subscription
+	ctx  context.Context
+	p    pump
+	live bus.Subscription
+	last int64 // the log's last seq to replay before going live; caught up once delivered
+
+	mu       sync.Mutex
+	running  bool
+	again    bool
+	finished bool
+}
+
+// startLazy starts s's pump as a lazyWatch over live.
+func (s *Subscription) startLazy(ctx context.Context, live bus.Subscription, after, last int64) {
+	w := &lazyWatch{sub: s, ctx: ctx, p: pump{sub: s, ctx: ctx, delivered: after}, live: live, last: last}
+	live.Notify(w.kick)
+	context.AfterFunc(ctx, w.kick) // Stop, Close and the service's Close end it
+	w.kick()
+}
+
+// kick starts a turn, or makes the running one look again.
+func (w *lazyWatch) kick() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.finished:
+	case w.running:
+		w.again = true
+	default:
+		w.running = true
+		go w.turn()
+	}
+}
+
+// idle reports whether the turn may stop: nothing came since it looked.
+func (w *lazyWatch) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.again {
+		w.again = false
+		return false
+	}
+	w.running = false
+	return true
+}
+
+// turn delivers what there is to deliver, then stops; or ends the watch.
+func (w *lazyWatch) turn() {
+	for {
+		err := w.ctx.Err()
+		if err == nil {
+			var more bool
+			more, err = w.step()
+			if err == nil {
+				if !more && w.idle() {
+					return
+				}
+				continue
+			}
+			if w.resubscribe(err) {
+				continue
+			}
+		}
+		w.end(err)
+		return
+	}
+}
+
+// step replays the log up to w.last, once, then takes one event from the
+// feed; more is false when the feed had none.
+func (w *lazyWatch) step() (more bool, err error) {
+	if w.p.delivered < w.last {
+		if err := w.p.catchUp(w.last); err != nil {
+			return false, err
+		}
+	}
+	e, ok, err := w.live.TryNext()
+	if err != nil || !ok {
+		return false, err
+	}
+	return true, w.p.take(e)
+}
+
+// resubscribe follows the thread anew after a feed that ended behind
+// (ErrSlowConsumer, bus.ErrMissed), from where the watch stopped, as run
+// does for a Watch; it reports whether it did.
+func (w *lazyWatch) resubscribe(why error) bool {
+	s := w.sub
+	if w.ctx.Err() != nil || !(errors.Is(why, bus.ErrSlowConsumer) || errors.Is(why, bus.ErrMissed)) {
+		return false
+	}
+	w.live.Close()
+	sctx := w.ctx
+	if s.previews {
+		sctx = bus.WantPreviews(w.ctx)
+	}
+	live, err := s.svc.bus.Subscribe(sctx, s.thread, s.svc.opts.QueueSize)
+	if err != nil {
+		w.live = closedNotifier{err}
+		return true // the next step ends the watch with err
+	}
+	last, err := s.svc.log.LastSeq(w.ctx, s.thread)
+	if err != nil {
+		live.Close()
+		w.live = closedNotifier{err}
+		return true
+	}
+	w.live, w.last = live, last
+	live.Notify(w.kick)
+	s.svc.logger.Info("thread: a watch resubscribed after its feed ended", "thread", s.thread, "after", w.p.delivered, "why", why)
+	return true
+}
+
+// end ends the watch for err (nil: stopped), as run's deferred calls do.
+func (w *lazyWatch) end(err error) {
+	w.mu.Lock()
+	w.finished = true
+	w.mu.Unlock()
+	s := w.sub
+	s.finish(w.ctx, err)
+	w.live.Close()
+	close(s.events)
+	s.svc.forget(s)
+	s.cancel(errUnsubscribed)
+	if s.end != nil {
+		s.end(s.Err())
+	}
+	close(s.done)
+	s.svc.wg.Done()
+}
+
+// closedNotifier stands in for a feed that could not be made: it ends the
+// watch with err.
+type closedNotifier struct{ err error }
+
+func (c closedNotifier) Next(context.Context) (event.Event, error) { return event.Event{}, c.err }
+func (c closedNotifier) TryNext() (event.Event, bool, error)       { return event.Event{}, false, c.err }
+func (closedNotifier) Notify(func())                               {}
+func (closedNotifier) Close()                                      {}
