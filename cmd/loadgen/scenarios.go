@@ -82,12 +82,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		}
 	}
 	tc := r.threads(t)
-	n := 1
-	if conc == 1 {
-		n += firstTokenSamples
-	}
-	warmRecs, warmStreams, err := r.warm(ctx, t, proto, n)
-	if err != nil {
+	if _, _, err := r.warm(ctx, t, proto, 1); err != nil {
 		return err
 	}
 
@@ -128,6 +123,15 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		return err
 	}
 	d := after.sub(before)
+	// The extra first-token samples come after the measurement, so that
+	// the CPU and disk it counts are the measured streams' alone.
+	var sampled []*receipt
+	var sampledStreams []*stream
+	if conc == 1 {
+		if sampled, sampledStreams, err = r.warm(ctx, t, proto, firstTokenSamples); err != nil {
+			return err
+		}
+	}
 
 	agg := r.res.latency(proto, conc, t.side)
 	agg.mu.Lock()
@@ -136,8 +140,8 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 	agg.writeBytes += d.writeBytes
 	agg.dirGrowth += dirSize(t.dataDir) - dirBefore
 	agg.streamed += conc * r.cfg.Tokens
-	for i, rc := range warmRecs[1:] { // the first was the warm-up
-		agg.addTimes(rc, warmStreams[i+1])
+	for i, rc := range sampled {
+		agg.addTimes(rc, sampledStreams[i])
 	}
 	for i, rc := range recs {
 		agg.addReceipt(rc, streams[i])
@@ -202,12 +206,13 @@ func (r *runner) idle(ctx context.Context, t *target) error {
 // few samples for a median.
 const firstTokenSamples = 10
 
-// warm streams one-token replies on proto, one after another, on fresh
-// threads or sessions, and returns their receipts with their streams. The
-// first is a warm-up: what a server sets up on its first request
-// (connections to the upstream, caches, the store's first pages) is not
-// every stream's cost, a server meets its first request once and its users
-// afterwards.
+// warm streams n one-token replies on proto, one after another, on fresh
+// threads or sessions, and returns their receipts with their streams.
+// Before a measurement it warms the server up: what a server sets up on
+// its first request (connections to the upstream, caches, the store's
+// first pages) is not every stream's cost, as a server meets its first
+// request once and its users afterwards. After one, it samples first-token
+// times.
 func (r *runner) warm(ctx context.Context, t *target, proto string, n int) ([]*receipt, []*stream, error) {
 	var chat *chatClient
 	if proto == "agentchat" {
