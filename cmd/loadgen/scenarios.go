@@ -123,6 +123,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		return err
 	}
 	d := after.sub(before)
+	grown := dirSize(t.dataDir) - dirBefore
 	// The extra first-token samples come after the measurement, so that
 	// the CPU and disk it counts are the measured streams' alone.
 	var sampled []*receipt
@@ -138,7 +139,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 	defer agg.mu.Unlock()
 	agg.cpu += d.cpu
 	agg.writeBytes += d.writeBytes
-	agg.dirGrowth += dirSize(t.dataDir) - dirBefore
+	agg.dirGrowth += grown
 	agg.streamed += conc * r.cfg.Tokens
 	for i, rc := range sampled {
 		agg.addTimes(rc, sampledStreams[i])
