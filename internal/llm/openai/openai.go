@@ -1,6 +1,8 @@
 // Package openai is an llm.Model on the OpenAI Chat Completions API, through
-// the official Go SDK. It speaks to any server with that API, given its base
-// URL: OpenAI itself, and equally Ollama, vLLM and llama.cpp's server.
+// the official Go SDK, which builds, sends and retries the requests; the
+// streamed reply is read here (decode.go). It speaks to any server with that
+// API, given its base URL: OpenAI itself, and equally Ollama, vLLM and
+// llama.cpp's server.
 package openai
 
 import (
