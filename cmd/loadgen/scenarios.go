@@ -82,7 +82,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		}
 	}
 	tc := r.threads(t)
-	if _, _, err := r.warm(ctx, t, proto, 1); err != nil {
+	if _, _, err := r.oneTokenReplies(ctx, t, proto, 1); err != nil {
 		return err
 	}
 
@@ -129,7 +129,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 	var sampled []*receipt
 	var sampledStreams []*stream
 	if conc == 1 {
-		if sampled, sampledStreams, err = r.warm(ctx, t, proto, firstTokenSamples); err != nil {
+		if sampled, sampledStreams, err = r.oneTokenReplies(ctx, t, proto, firstTokenSamples); err != nil {
 			return err
 		}
 	}
@@ -207,14 +207,14 @@ func (r *runner) idle(ctx context.Context, t *target) error {
 // few samples for a median.
 const firstTokenSamples = 10
 
-// warm streams n one-token replies on proto, one after another, on fresh
+// oneTokenReplies streams n one-token replies on proto, one after another, on fresh
 // threads or sessions, and returns their receipts with their streams.
 // Before a measurement it warms the server up: what a server sets up on
 // its first request (connections to the upstream, caches, the store's
 // first pages) is not every stream's cost, as a server meets its first
 // request once and its users afterwards. After one, it samples first-token
 // times.
-func (r *runner) warm(ctx context.Context, t *target, proto string, n int) ([]*receipt, []*stream, error) {
+func (r *runner) oneTokenReplies(ctx context.Context, t *target, proto string, n int) ([]*receipt, []*stream, error) {
 	var chat *chatClient
 	if proto == "agentchat" {
 		conns, err := r.dialChats(ctx, t, 1)

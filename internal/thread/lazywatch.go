@@ -118,13 +118,13 @@ func (w *lazyWatch) resubscribe(why error) bool {
 	}
 	live, err := s.svc.bus.Subscribe(sctx, s.thread, s.svc.opts.QueueSize)
 	if err != nil {
-		w.live = closedNotifier{err}
+		w.live = closedFeed{err}
 		return true // the next step ends the watch with err
 	}
 	last, err := s.svc.log.LastSeq(w.ctx, s.thread)
 	if err != nil {
 		live.Close()
-		w.live = closedNotifier{err}
+		w.live = closedFeed{err}
 		return true
 	}
 	w.live, w.last = live, last
@@ -151,11 +151,11 @@ func (w *lazyWatch) end(err error) {
 	s.svc.wg.Done()
 }
 
-// closedNotifier stands in for a feed that could not be made: it ends the
+// closedFeed stands in for a feed that could not be made: it ends the
 // watch with err.
-type closedNotifier struct{ err error }
+type closedFeed struct{ err error }
 
-func (c closedNotifier) Next(context.Context) (event.Event, error) { return event.Event{}, c.err }
-func (c closedNotifier) TryNext() (event.Event, bool, error)       { return event.Event{}, false, c.err }
-func (closedNotifier) Notify(func())                               {}
-func (closedNotifier) Close()                                      {}
+func (c closedFeed) Next(context.Context) (event.Event, error) { return event.Event{}, c.err }
+func (c closedFeed) TryNext() (event.Event, bool, error)       { return event.Event{}, false, c.err }
+func (closedFeed) Notify(func())                               {}
+func (closedFeed) Close()                                      {}

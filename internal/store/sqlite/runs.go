@@ -52,13 +52,28 @@ func (s *Store) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Durat
 	if err := checkClaim(c); err != nil {
 		return err
 	}
-	t := now()
-	ok, err := s.exec(ctx, "claim run "+c.Run, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, t, t+lease.Microseconds())
-	if err == nil && !ok {
-		err = store.ErrRunClaimed
+	err := s.write(ctx, claimWrite(c, lease))
+	if err != nil && !errors.Is(err, store.ErrRunClaimed) {
+		return fmt.Errorf("sqlite: claim run %s: %w", c.Run, s.closedErr(err))
 	}
 	return err
+}
+
+// claimWrite claims c.Thread for c.Run, for lease; it fails with
+// store.ErrRunClaimed when the thread has a claim.
+func claimWrite(c store.RunClaim, lease time.Duration) write {
+	t := now()
+	return func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, t, t+lease.Microseconds())
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, store.ErrRunClaimed)
+		}
+		return nil
+	}
 }
 
 var _ store.ClaimAppender = (*Store)(nil)
@@ -72,21 +87,9 @@ func (s *Store) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	t := now()
-	claim := write(func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, t, t+lease.Microseconds())
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return cmp.Or(err, store.ErrRunClaimed)
-		}
-		return nil
-	})
 	// Waited for whatever ctx does, as a write is (Store.write): the
 	// caller must learn whether the claim was taken.
-	committed, err := s.commit.AppendIf(context.WithoutCancel(ctx), c.Thread, events, claim)
+	committed, err := s.commit.AppendIf(context.WithoutCancel(ctx), c.Thread, events, claimWrite(c, lease))
 	if err != nil && !errors.Is(err, store.ErrRunClaimed) {
 		return nil, fmt.Errorf("sqlite: claim run %s and append: %w", c.Run, s.closedErr(err))
 	}

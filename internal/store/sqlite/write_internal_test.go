@@ -67,25 +67,15 @@ func TestClaimAndAppendInOneBatch(t *testing.T) {
 	defer s.Close()
 	require.NoError(t, s.ClaimRun(ctx, store.RunClaim{Thread: "busy", Run: "r0", Node: "n"}, time.Hour))
 
-	claimed := func(c store.RunClaim) write {
-		return func(ctx context.Context, tx *sql.Tx) error {
-			res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, 0, ?)
-				ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, time.Now().Add(time.Hour).UnixMicro())
-			if n, _ := res.RowsAffected(); err == nil && n == 0 {
-				return store.ErrRunClaimed
-			}
-			return err
-		}
-	}
 	user := func(thread, text string) *groupcommit.Append {
 		a, err := groupcommit.Prepare(thread, []event.Event{{Payload: event.MessageUser{MessageID: text, Text: text}}})
 		require.NoError(t, err)
 		return a
 	}
 	refused := user("busy", "refused")
-	refused.Write = claimed(store.RunClaim{Thread: "busy", Run: "r1", Node: "n"})
+	refused.Write = claimWrite(store.RunClaim{Thread: "busy", Run: "r1", Node: "n"}, time.Hour)
 	taken := user("free", "taken")
-	taken.Write = claimed(store.RunClaim{Thread: "free", Run: "r2", Node: "n"})
+	taken.Write = claimWrite(store.RunClaim{Thread: "free", Run: "r2", Node: "n"}, time.Hour)
 	plain := user("busy", "plain")
 	require.NoError(t, s.flush(ctx, []*groupcommit.Append{refused, taken, plain}))
 
