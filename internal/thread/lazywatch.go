@@ -25,6 +25,9 @@ type lazyWatch struct {
 	p    pump
 	live bus.Subscription
 	last int64 // the log's last seq to replay before going live; caught up once delivered
+	// wake is called when there may be something to do: kick for a watch,
+	// the consumer's notification for a Pull.
+	wake func()
 
 	mu       sync.Mutex
 	running  bool
@@ -34,10 +37,21 @@ type lazyWatch struct {
 
 // startLazy starts s's pump as a lazyWatch over live.
 func (s *Subscription) startLazy(ctx context.Context, live bus.Subscription, after, last int64) {
-	w := &lazyWatch{sub: s, ctx: ctx, p: pump{sub: s, ctx: ctx, delivered: after}, live: live, last: last}
-	live.Notify(w.kick)
-	context.AfterFunc(ctx, w.kick) // Stop, Close and the service's Close end it
+	w := newLazy(ctx, s, live, after, last)
+	w.wake = w.kick
+	w.start()
 	w.kick()
+}
+
+func newLazy(ctx context.Context, s *Subscription, live bus.Subscription, after, last int64) *lazyWatch {
+	return &lazyWatch{sub: s, ctx: ctx, p: pump{sub: s, ctx: ctx, delivered: after}, live: live, last: last}
+}
+
+// start has the feed, and the end of the subscription's context (Stop,
+// Close, the service's Close), call wake.
+func (w *lazyWatch) start() {
+	w.live.Notify(w.wake)
+	context.AfterFunc(w.ctx, w.wake)
 }
 
 // kick starts a turn, or makes the running one look again.
@@ -88,19 +102,20 @@ func (w *lazyWatch) turn() {
 	}
 }
 
-// step replays the log up to w.last, once, then takes one event from the
+// step delivers one page of the log while the watch is behind w.last (the
+// replay, or a gap a live event showed), else takes one event from the
 // feed; more is false when the feed had none.
 func (w *lazyWatch) step() (more bool, err error) {
 	if w.p.delivered < w.last {
-		if err := w.p.catchUp(w.last); err != nil {
-			return false, err
-		}
+		return true, w.p.page(w.last)
 	}
 	e, ok, err := w.live.TryNext()
 	if err != nil || !ok {
 		return false, err
 	}
-	return true, w.p.take(e)
+	gap, err := w.p.take(e)
+	w.last = max(w.last, gap)
+	return true, err
 }
 
 // resubscribe follows the thread anew after a feed that ended behind
@@ -128,7 +143,7 @@ func (w *lazyWatch) resubscribe(why error) bool {
 		return true
 	}
 	w.live, w.last = live, last
-	live.Notify(w.kick)
+	live.Notify(w.wake)
 	s.svc.logger.Info("thread: a watch resubscribed after its feed ended", "thread", s.thread, "after", w.p.delivered, "why", why)
 	return true
 }

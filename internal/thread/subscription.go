@@ -32,7 +32,8 @@ type Subscription struct {
 	// previews: the consumer takes previews (bus.WantPreviews); without it
 	// the pump drops them.
 	previews bool
-	end      func(error) // a Watch's: called as the pump returns
+	end      func(error)     // a Watch's: called as the pump returns
+	ctx      context.Context // the pump's: cancelled by Stop, Close and the service's Close
 	cancel   context.CancelCauseFunc
 	done     chan struct{} // closed when the pump has returned
 
@@ -108,33 +109,37 @@ func (p *pump) follow(live bus.Subscription, last int64) error {
 		if e, err = live.Next(p.ctx); err != nil {
 			break
 		}
-		err = p.take(e)
+		var gap int64
+		if gap, err = p.take(e); err == nil && gap > 0 {
+			err = p.catchUp(gap)
+		}
 	}
 	return err
 }
 
 // take hands on e, a live event, in its place: once, after everything
-// before it.
-func (p *pump) take(e event.Event) error {
+// before it. When e is ahead of what was delivered, take hands on nothing
+// and returns gap, e's seq: the log has every event up to it, and the
+// caller catches up from there.
+func (p *pump) take(e event.Event) (gap int64, err error) {
 	switch {
 	case e.Preview != 0:
 		// A preview goes out only in its place: after the event it
 		// follows, which a consumer still catching up has not had.
 		if p.sub.previews && e.Preview <= p.delivered {
-			return p.hand(e)
+			return 0, p.hand(e)
 		}
 	case e.Seq <= p.delivered:
 		// Committed before the replay read it, or delivered by an
 		// earlier gap fill.
 	case e.Seq == p.delivered+1 && e.Payload != nil:
-		return p.deliver(e)
+		return 0, p.deliver(e)
 	default:
 		// Ahead (a concurrent append published first, or the bus lost
 		// something), or an event the bus carried without its payload.
-		// The log has everything up to e.
-		return p.catchUp(e.Seq)
+		return e.Seq, nil
 	}
-	return nil
+	return 0, nil
 }
 
 // consumerError is a Watch function's error: the consumer's own, which
@@ -211,22 +216,31 @@ func (p *pump) hand(e event.Event) error {
 // The log has every seq up to target: target is committed, and so is every
 // seq before it.
 func (p *pump) catchUp(target int64) error {
-	svc := p.sub.svc
 	for p.delivered < target {
-		page, err := svc.log.Read(p.ctx, p.sub.thread, p.delivered, svc.opts.PageSize)
-		if err != nil {
-			return fmt.Errorf("read log after seq %d: %w", p.delivered, err)
+		if err := p.page(target); err != nil {
+			return err
 		}
-		if len(page) == 0 {
-			return fmt.Errorf("log ends at seq %d, before committed seq %d", p.delivered, target)
+	}
+	return nil
+}
+
+// page delivers one page of events from the log on the way to seq target
+// (catchUp).
+func (p *pump) page(target int64) error {
+	svc := p.sub.svc
+	page, err := svc.log.Read(p.ctx, p.sub.thread, p.delivered, svc.opts.PageSize)
+	if err != nil {
+		return fmt.Errorf("read log after seq %d: %w", p.delivered, err)
+	}
+	if len(page) == 0 {
+		return fmt.Errorf("log ends at seq %d, before committed seq %d", p.delivered, target)
+	}
+	for _, e := range page {
+		if e.Seq != p.delivered+1 {
+			return fmt.Errorf("log read after seq %d returned seq %d", p.delivered, e.Seq)
 		}
-		for _, e := range page {
-			if e.Seq != p.delivered+1 {
-				return fmt.Errorf("log read after seq %d returned seq %d", p.delivered, e.Seq)
-			}
-			if err := p.deliver(e); err != nil {
-				return err
-			}
+		if err := p.deliver(e); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -253,33 +253,52 @@ func (s *Service) Watch(ctx context.Context, thread string, after int64, fn func
 }
 
 func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (*Subscription, error) {
+	sub, live, last, err := s.open(ctx, thread, after, fn, end)
+	if err != nil {
+		return nil, err
+	}
+	if fn != nil {
+		sub.startLazy(sub.ctx, live, sub.Last(), last)
+		return sub, nil
+	}
+	go func() {
+		defer s.wg.Done()
+		sub.run(sub.ctx, live, sub.Last(), last)
+	}()
+	return sub, nil
+}
+
+// open makes a subscription, counted in the service's WaitGroup, and its
+// feed of live events, subscribed before the log's last seq (last) was
+// read. The caller starts its pump.
+func (s *Service) open(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (sub *Subscription, live bus.Subscription, last int64, err error) {
 	if after < 0 && after != FromEnd {
-		return nil, fmt.Errorf("thread: subscribe to %q after seq %d: seqs start at 1", thread, after)
+		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q after seq %d: seqs start at 1", thread, after)
 	}
 	if s.isClosed() {
-		return nil, ErrClosed
+		return nil, nil, 0, ErrClosed
 	}
 	// Live first: every event committed from here on is published to
 	// live, so reading the log afterwards leaves no gap between the two.
-	live, err := s.bus.Subscribe(ctx, thread, s.opts.QueueSize)
+	live, err = s.bus.Subscribe(ctx, thread, s.opts.QueueSize)
 	if err != nil {
-		return nil, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
+		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
 	}
-	last, err := s.log.LastSeq(ctx, thread)
+	last, err = s.log.LastSeq(ctx, thread)
 	if err != nil {
 		live.Close()
-		return nil, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
+		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
 	}
 	if after == FromEnd {
 		after = last
 	}
 	if after > last {
 		live.Close()
-		return nil, &AfterEndError{Thread: thread, After: after, Last: last}
+		return nil, nil, 0, &AfterEndError{Thread: thread, After: after, Last: last}
 	}
 
 	pctx, cancel := context.WithCancelCause(context.Background())
-	sub := &Subscription{
+	sub = &Subscription{
 		svc:      s,
 		thread:   thread,
 		previews: bus.PreviewsWanted(ctx),
@@ -287,6 +306,7 @@ func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn 
 		events:   make(chan event.Event),
 		fn:       fn,
 		end:      end,
+		ctx:      pctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
 	}
@@ -296,21 +316,12 @@ func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn 
 		s.mu.Unlock()
 		cancel(ErrClosed)
 		live.Close()
-		return nil, ErrClosed
+		return nil, nil, 0, ErrClosed
 	}
 	s.subs[sub] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
-
-	if fn != nil {
-		sub.startLazy(pctx, live, after, last)
-		return sub, nil
-	}
-	go func() {
-		defer s.wg.Done()
-		sub.run(pctx, live, after, last)
-	}()
-	return sub, nil
+	return sub, live, last, nil
 }
 
 // forget drops a finished subscription.
