@@ -234,3 +234,92 @@ func TestWatchThread(t *testing.T) {
 		})
 	}
 }
+
+// pullerCore is a threadCore whose pulls run on the thread service's Pull.
+type pullerCore struct{ threadCore }
+
+func (c pullerCore) Pull(ctx context.Context, t string, after int64, notify func()) (protocol.Pull, error) {
+	return c.svc.Pull(ctx, t, after, notify)
+}
+
+// TestPullThread drives a pull as an SSE stream does, waiting on its
+// notification alone, over a Puller and over the fallback of a Follower
+// and a goroutine: the replay after the start, then live events, every
+// seq once in order though the consumer falls far behind its queue; a
+// pull from the end gets only what comes after; the service's Close
+// wakes the consumer and ends the pull with its error.
+func TestPullThread(t *testing.T) {
+	for name, mk := range map[string]func(*thread.Service) protocol.Core{
+		"puller":   func(svc *thread.Service) protocol.Core { return pullerCore{threadCore{svc: svc}} },
+		"follower": func(svc *thread.Service) protocol.Core { return threadCore{svc: svc} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			svc := newService(t, 4)
+			core := mk(svc)
+			_, isPuller := core.(protocol.Puller)
+			assert.Equal(t, name == "puller", isPuller)
+			appendN(t, svc, "t", 3)
+
+			wake := make(chan struct{}, 1)
+			notify := func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			// take waits for events until n have come or the pull ends.
+			take := func(p protocol.Pull, n int) ([]int64, error) {
+				var got []int64
+				for len(got) < n {
+					e, ok, err := p.Next()
+					if err != nil {
+						return got, err
+					}
+					if ok {
+						got = append(got, e.Seq)
+						continue
+					}
+					select {
+					case <-wake:
+					case <-time.After(10 * time.Second):
+						t.Fatalf("%d of %d events came", len(got), n)
+					}
+				}
+				return got, nil
+			}
+			p, err := protocol.PullThread(t.Context(), core, "t", 1, nil, notify)
+			require.NoError(t, err)
+			assert.Equal(t, int64(3), p.Head())
+			got, err := take(p, 2)
+			require.NoError(t, err)
+			assert.Equal(t, []int64{2, 3}, got)
+			appendN(t, svc, "t", 40) // far more than the queue holds
+			got, err = take(p, 40)
+			require.NoError(t, err)
+			want := make([]int64, 0, 40)
+			for s := int64(4); s <= 43; s++ {
+				want = append(want, s)
+			}
+			assert.Equal(t, want, got)
+			p.Close()
+			p.Close()
+			_, _, err = p.Next()
+			assert.Error(t, err, "Next after Close")
+
+			p, err = protocol.PullThread(t.Context(), core, "t", protocol.FromEnd, nil, notify)
+			require.NoError(t, err)
+			defer p.Close()
+			appendN(t, svc, "t", 1)
+			got, err = take(p, 1)
+			require.NoError(t, err)
+			assert.Equal(t, []int64{44}, got, "live after the end")
+
+			closed := make(chan error, 1)
+			go func() { closed <- svc.Close() }()
+			got, err = take(p, 1)
+			assert.Empty(t, got)
+			assert.ErrorIs(t, err, thread.ErrClosed)
+			require.NoError(t, <-closed)
+		})
+	}
+}

@@ -137,6 +137,21 @@ func (c *core) Watch(ctx context.Context, t string, after int64, fn func(event.E
 	return sub, nil
 }
 
+var _ protocol.Puller = (*core)(nil)
+
+// Pull implements protocol.Puller.
+func (c *core) Pull(ctx context.Context, t string, after int64, notify func()) (protocol.Pull, error) {
+	t, err := c.access(ctx, t, true)
+	if err != nil {
+		return nil, err
+	}
+	p, err := c.threads.Pull(ctx, t, after, notify)
+	if err != nil {
+		return nil, coreError(err)
+	}
+	return p, nil
+}
+
 func (c *core) Post(ctx context.Context, t string, in runs.Input) (runs.Posted, error) {
 	if !in.Options.Compact { // a compaction has no message
 		if err := protocol.CheckText(in.Text); err != nil {
