@@ -35,14 +35,63 @@ var ErrInvalidField = errors.New("sse: invalid field")
 // when positive, then one data field per line of e.Data (split at CRLF, LF
 // and CR, so that a reader joins them back with "\n"), then a blank line.
 func (w *Writer) Event(e Event) error {
+	b, err := appendEvent(w.buf[:0], e, w.lastID != "")
+	if err != nil {
+		return err
+	}
+	w.buf = b
+	if _, err := w.w.Write(b); err != nil {
+		return err
+	}
+	w.lastID = e.ID
+	return nil
+}
+
+// Frame is an event encoded once, to be written to many streams
+// (Writer.Frame) without encoding it for each.
+type Frame struct {
+	e Event
+	b []byte
+}
+
+// Encode encodes e as a Frame; it fails as Writer.Event would.
+func Encode(e Event) (Frame, error) {
+	b, err := appendEvent(nil, e, false)
+	if err != nil {
+		return Frame{}, err
+	}
+	return Frame{e: e, b: b}, nil
+}
+
+// Event is the event f encodes.
+func (f Frame) Event() Event { return f.e }
+
+// Bytes is f's encoding. It is shared: do not modify it.
+func (f Frame) Bytes() []byte { return f.b }
+
+// Frame writes f as Event(f.Event()) would, with one Write of its encoding.
+func (w *Writer) Frame(f Frame) error {
+	if f.e.ID == "" && w.lastID != "" {
+		// This writer must clear the id its readers hold.
+		return w.Event(f.e)
+	}
+	if _, err := w.w.Write(f.b); err != nil {
+		return err
+	}
+	w.lastID = f.e.ID
+	return nil
+}
+
+// appendEvent appends e's encoding to b; clearID asks for an empty id
+// field when e has no id.
+func appendEvent(b []byte, e Event, clearID bool) ([]byte, error) {
 	if strings.ContainsAny(e.ID, "\r\n\x00") {
-		return fmt.Errorf("%w: id %q", ErrInvalidField, e.ID)
+		return b, fmt.Errorf("%w: id %q", ErrInvalidField, e.ID)
 	}
 	if strings.ContainsAny(e.Type, "\r\n") {
-		return fmt.Errorf("%w: event %q", ErrInvalidField, e.Type)
+		return b, fmt.Errorf("%w: event %q", ErrInvalidField, e.Type)
 	}
-	b := w.buf[:0]
-	if e.ID != "" || w.lastID != "" {
+	if e.ID != "" || clearID {
 		b = append(b, "id: "...)
 		b = append(b, e.ID...)
 		b = append(b, '\n')
@@ -57,40 +106,39 @@ func (w *Writer) Event(e Event) error {
 		b = strconv.AppendInt(b, int64(e.Retry/time.Millisecond), 10)
 		b = append(b, '\n')
 	}
-	for _, line := range splitLines(e.Data) {
-		b = append(b, "data: "...)
-		b = append(b, line...)
-		b = append(b, '\n')
-	}
-	b = append(b, '\n')
-	w.buf = b
-	if _, err := w.w.Write(b); err != nil {
-		return err
-	}
-	w.lastID = e.ID
-	return nil
+	b = appendLines(b, "data: ", e.Data)
+	return append(b, '\n'), nil
 }
 
 // Comment writes text as a comment block (one ":" line per line of text,
 // then a blank line). Readers ignore it; servers send it as a heartbeat
 // (Comment("ping") writes ": ping") to keep idle connections open.
 func (w *Writer) Comment(text string) error {
-	b := w.buf[:0]
-	for _, line := range splitLines(text) {
-		b = append(b, ": "...)
-		b = append(b, line...)
-		b = append(b, '\n')
-	}
+	b := appendLines(w.buf[:0], ": ", text)
 	b = append(b, '\n')
 	w.buf = b
 	_, err := w.w.Write(b)
 	return err
 }
 
-// splitLines splits s at CRLF, LF and CR. It returns one empty line for an
-// empty s, since an event always has at least one data field.
-func splitLines(s string) []string {
-	s = strings.ReplaceAll(s, "\r\n", "\n")
-	s = strings.ReplaceAll(s, "\r", "\n")
-	return strings.Split(s, "\n")
+// appendLines appends one field line per line of s (split at CRLF, LF and
+// CR; an empty s is one empty line), each prefix, the line and LF.
+func appendLines(b []byte, prefix, s string) []byte {
+	for {
+		i := strings.IndexAny(s, "\r\n")
+		line := s
+		if i >= 0 {
+			line = s[:i]
+		}
+		b = append(b, prefix...)
+		b = append(b, line...)
+		b = append(b, '\n')
+		if i < 0 {
+			return b
+		}
+		if s[i] == '\r' && i+1 < len(s) && s[i+1] == '\n' {
+			i++
+		}
+		s = s[i+1:]
+	}
 }

@@ -102,3 +102,29 @@ func TestWriterReturnsWriteErrors(t *testing.T) {
 	require.ErrorIs(t, w.Event(Event{Data: "x"}), errWrite)
 	require.ErrorIs(t, w.Comment("x"), errWrite)
 }
+
+// TestFrame: an event encoded once and written as a Frame reads the same
+// as one written with Event, to a fresh writer and after others; a frame
+// without an id written after an event with one clears the id, as Event
+// does.
+func TestFrame(t *testing.T) {
+	for _, tc := range writeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Encode(tc.e)
+			require.NoError(t, err)
+			require.Equal(t, tc.e, f.Event())
+			require.Equal(t, tc.want, string(f.Bytes()))
+			var framed, plain strings.Builder
+			fw, pw := NewWriter(&framed), NewWriter(&plain)
+			for _, e := range []Event{{ID: "7", Data: "before"}, tc.e, {Data: "after"}} {
+				require.NoError(t, pw.Event(e))
+				f, err := Encode(e)
+				require.NoError(t, err)
+				require.NoError(t, fw.Frame(f))
+			}
+			require.Equal(t, plain.String(), framed.String())
+		})
+	}
+	_, err := Encode(Event{ID: "1\n"})
+	require.ErrorIs(t, err, ErrInvalidField)
+}
