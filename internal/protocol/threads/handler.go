@@ -66,7 +66,8 @@ type Handler struct {
 
 	mu       sync.Mutex
 	closed   bool
-	stopping chan struct{} // closed by Shutdown: streams catch up with the log and end
+	stopping context.Context // done at Shutdown: streams catch up with the log and end
+	stop     context.CancelFunc
 	streams  sync.WaitGroup
 
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
@@ -94,7 +95,8 @@ func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{core: core, opts: opts, log: opts.Logger, stopping: make(chan struct{}), shared: newSharedEvents(), verify: verify}
+	h := &Handler{core: core, opts: opts, log: opts.Logger, shared: newSharedEvents(), verify: verify}
+	h.stopping, h.stop = context.WithCancel(context.Background())
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathThread, h.serveThread)
@@ -115,7 +117,7 @@ func (h *Handler) Shutdown(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
-		close(h.stopping)
+		h.stop()
 	}
 	h.mu.Unlock()
 	done := make(chan struct{})
@@ -234,18 +236,19 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	// Follow first, from the thread's current end: no event of the run can
 	// then slip between the post and the stream, and a store that fails
 	// does so before the message is posted.
-	f, err := protocol.Follow(bus.WantPreviews(ctx), h.core, thread, protocol.FromEnd, h.log)
+	wake := newWaker()
+	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, protocol.FromEnd, h.log, wake.kick)
 	if err != nil {
 		h.coreError(w, r, "subscribe to the thread", err)
 		return
 	}
 	posted, err := h.core.Post(ctx, thread, runs.Input{Text: req.Text})
 	if err != nil {
-		f.Close()
+		p.Close()
 		h.coreError(w, r, "post the message", err)
 		return
 	}
-	h.stream(w, r, id, f, protocol.Position{Seq: f.Head()}, -1, &runView{run: posted.Run, proj: newProjector(id)})
+	h.stream(w, r, id, p, wake, protocol.Position{Seq: p.Head()}, -1, &runView{projector: newProjector(id), run: posted.Run})
 }
 
 // streamEvents resumes the thread's stream after Last-Event-ID.
@@ -269,7 +272,8 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 	defer h.streams.Done()
 
 	ctx, thread := r.Context(), id.String()
-	f, err := protocol.Follow(bus.WantPreviews(ctx), h.core, thread, after, h.log)
+	wake := newWaker()
+	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, after, h.log, wake.kick)
 	if err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeInvalid {
 			// The position is past the thread's end: a client of another
@@ -280,12 +284,12 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 		h.coreError(w, r, "subscribe to the thread", err)
 		return
 	}
-	if f.Head() == 0 {
-		f.Close()
+	if p.Head() == 0 {
+		p.Close()
 		writeError(w, http.StatusNotFound, "thread not found")
 		return
 	}
-	h.stream(w, r, id, f, from, f.Head(), &threadView{proj: newProjector(id)})
+	h.stream(w, r, id, p, wake, from, p.Head(), threadView{newProjector(id)})
 }
 
 // parseThreadID parses the path's thread id: a UUID in the canonical

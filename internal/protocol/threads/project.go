@@ -31,9 +31,17 @@ func newProjector(thread uuid.UUID) *projector {
 }
 
 // project returns the SSE event e shows as, if any, and whether e ends a
-// run (the event is then done or error).
+// run (the event is then done or error): shows, then render.
 func (p *projector) project(e event.Event) (out threadsapi.StreamEvent, ok, end bool) {
-	id := seqID(e.Seq)
+	if ok, end = p.shows(e); ok {
+		out = p.render(e)
+	}
+	return out, ok, end
+}
+
+// shows reports whether e shows as an SSE event, and whether it ends a
+// run. It keeps the projector's state.
+func (p *projector) shows(e event.Event) (ok, end bool) {
 	switch pl := e.Payload.(type) {
 	case event.MessageStarted:
 		if pl.Purpose == event.PurposeExplanation {
@@ -42,36 +50,48 @@ func (p *projector) project(e event.Event) (out threadsapi.StreamEvent, ok, end 
 	case event.MessageCompleted:
 		delete(p.explanations, pl.MessageID)
 	case event.MessageDelta:
-		if pl.Text == "" || p.explanations[pl.MessageID] {
-			return threadsapi.StreamEvent{}, false, false
-		}
-		return agentTextEvent(id, threadsapi.AgentTextEvent{
+		return pl.Text != "" && !p.explanations[pl.MessageID], false
+	case event.ToolCallCompleted, event.ToolExecCompleted:
+		return true, false
+	case event.RunCompleted, event.RunFailed, event.RunCancelled:
+		return true, true
+	}
+	return false, false
+}
+
+// render returns the SSE event e shows as, when shows says it does. It
+// depends on e alone (and the stream's thread), so that streams can share
+// it.
+func (p *projector) render(e event.Event) threadsapi.StreamEvent {
+	switch pl := e.Payload.(type) {
+	case event.MessageDelta:
+		return agentTextEvent(seqID(e.Seq), threadsapi.AgentTextEvent{
 			ThreadID: p.thread, MessageID: pl.MessageID, Chunk: pl.Text,
-		}), true, false
+		})
 	case event.ToolCallCompleted:
-		return toolCallEvent(id, threadsapi.ToolCallEvent{
+		return toolCallEvent(seqID(e.Seq), threadsapi.ToolCallEvent{
 			ToolCallID: pl.CallID, ToolName: pl.Name, Arguments: toolArguments(pl.Arguments),
-		}), true, false
+		})
 	case event.ToolExecCompleted:
 		resultID, result := toolResult(pl)
-		return toolResultEvent(id, threadsapi.ToolResultEvent{
+		return toolResultEvent(seqID(e.Seq), threadsapi.ToolResultEvent{
 			ToolResultID: resultID, ToolCallID: pl.CallID, Result: result,
-		}), true, false
+		})
 	case event.RunCompleted:
-		return doneEvent(e.Seq), true, true
+		return doneEvent(e.Seq)
 	case event.RunFailed:
 		msg := pl.Message
 		if msg == "" {
 			msg = "The run failed."
 		}
-		return errorEvent(e.Seq, msg), true, true
+		return errorEvent(e.Seq, msg)
 	case event.RunCancelled:
 		if pl.Reason == event.CodeDenied {
-			return errorEvent(e.Seq, "The run was stopped: a tool call was denied."), true, true
+			return errorEvent(e.Seq, "The run was stopped: a tool call was denied.")
 		}
-		return errorEvent(e.Seq, "The run was cancelled."), true, true
+		return errorEvent(e.Seq, "The run was cancelled.")
 	}
-	return threadsapi.StreamEvent{}, false, false
+	return threadsapi.StreamEvent{}
 }
 
 // seqID is the SSE id of an event projected from the log event at seq.

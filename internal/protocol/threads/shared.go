@@ -3,6 +3,7 @@ package threads
 import (
 	"sync"
 
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
 )
 
@@ -15,9 +16,18 @@ import (
 // would crowd the cache).
 type sharedEvents struct {
 	mu   sync.Mutex
-	byID map[string]sse.Event
-	ring []string // ids in insertion order; next is overwritten first
+	byID map[sharedKey]sse.Frame
+	ring []sharedKey // keys in insertion order; next is overwritten first
 	next int
+}
+
+// sharedKey names what one log event shows as: the event alone, or, ahead
+// of the log, the event at the resume position its SSE id then carries
+// (the streams as far ahead share it).
+type sharedKey struct {
+	id    string
+	ahead bool
+	at    protocol.Position
 }
 
 const (
@@ -26,29 +36,29 @@ const (
 )
 
 func newSharedEvents() *sharedEvents {
-	return &sharedEvents{byID: make(map[string]sse.Event, sharedEventsSize), ring: make([]string, sharedEventsSize)}
+	return &sharedEvents{byID: make(map[sharedKey]sse.Frame, sharedEventsSize), ring: make([]sharedKey, sharedEventsSize)}
 }
 
-func (c *sharedEvents) get(id string) (sse.Event, bool) {
+func (c *sharedEvents) get(k sharedKey) (sse.Frame, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.byID[id]
+	e, ok := c.byID[k]
 	return e, ok
 }
 
-func (c *sharedEvents) put(id string, e sse.Event) {
-	if id == "" || len(e.Data) > sharedEventMax {
+func (c *sharedEvents) put(k sharedKey, e sse.Frame) {
+	if k.id == "" || len(e.Bytes()) > sharedEventMax {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.byID[id]; ok {
+	if _, ok := c.byID[k]; ok {
 		return
 	}
-	if old := c.ring[c.next]; old != "" {
+	if old := c.ring[c.next]; old.id != "" {
 		delete(c.byID, old)
 	}
-	c.ring[c.next] = id
+	c.ring[c.next] = k
 	c.next = (c.next + 1) % len(c.ring)
-	c.byID[id] = e
+	c.byID[k] = e
 }

@@ -66,16 +66,18 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			for _, e := range events {
 				for i, w := range writers {
-					out, _, _ := projectors[i].project(e)
-					raw, ok := shared.get(e.ID)
+					if ok, _ := projectors[i].shows(e); !ok {
+						b.Fatal("a token that does not show")
+					}
+					f, ok := shared.get(sharedKey{id: e.ID})
 					if !ok {
 						var err error
-						if raw, err = EncodeEvent(out); err != nil {
+						if f, err = encodeFrame(projectors[i].render(e)); err != nil {
 							b.Fatal(err)
 						}
-						shared.put(e.ID, raw)
+						shared.put(sharedKey{id: e.ID}, f)
 					}
-					_ = w.Event(raw)
+					_ = w.Frame(f)
 				}
 			}
 		}

@@ -1,9 +1,9 @@
 package threads
 
 import (
-	"bytes"
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -17,9 +17,11 @@ import (
 // view is what a stream shows of its thread: the POST stream shows one run,
 // the resume stream the whole thread.
 type view interface {
-	// show returns the SSE event a log event shows as, if any, and whether
-	// the stream ends after it.
-	show(e event.Event) (out threadsapi.StreamEvent, ok, end bool)
+	// show reports whether e shows as an SSE event, and whether the
+	// stream ends after it.
+	show(e event.Event) (ok, end bool)
+	// render returns the SSE event e shows as; it depends on e alone.
+	render(e event.Event) threadsapi.StreamEvent
 	// quiet returns the event that ends the stream when it has delivered
 	// every committed event (the last at seq) and the thread has no active
 	// run, so that nothing more will come.
@@ -29,17 +31,17 @@ type view interface {
 // runView is a POST stream: the events of the run that the posted message
 // starts (at once or when the runs before it end), until that run ends.
 type runView struct {
+	*projector
 	run  string
-	proj *projector
 	seen bool // an event of the run was delivered
 }
 
-func (v *runView) show(e event.Event) (threadsapi.StreamEvent, bool, bool) {
+func (v *runView) show(e event.Event) (ok, end bool) {
 	if e.Run != v.run {
-		return threadsapi.StreamEvent{}, false, false
+		return false, false
 	}
 	v.seen = true
-	return v.proj.project(e)
+	return v.shows(e)
 }
 
 func (v *runView) quiet(seq int64) threadsapi.StreamEvent {
@@ -55,13 +57,11 @@ func (v *runView) quiet(seq int64) threadsapi.StreamEvent {
 
 // threadView is a resume stream: every run's events, until the first run
 // end, or done at once when nothing is going on.
-type threadView struct{ proj *projector }
+type threadView struct{ *projector }
 
-func (v *threadView) show(e event.Event) (threadsapi.StreamEvent, bool, bool) {
-	return v.proj.project(e)
-}
+func (v threadView) show(e event.Event) (ok, end bool) { return v.shows(e) }
 
-func (v *threadView) quiet(seq int64) threadsapi.StreamEvent { return doneEvent(seq) }
+func (threadView) quiet(seq int64) threadsapi.StreamEvent { return doneEvent(seq) }
 
 // stream is one open text/event-stream response. Only its handler's
 // goroutine uses it.
@@ -74,23 +74,54 @@ type stream struct {
 	// deltas keeps the message text sent ahead of its commit (previews)
 	// from being sent again when the commit arrives.
 	deltas protocol.Deltas
-	beat   *time.Timer
+	// wake is all the stream waits for: the pull, the heartbeat timer, the
+	// client's going and Shutdown each signal it.
+	wake    waker
+	beat    *time.Timer // fires once a heartbeat after the last flush, or later
+	beatDue atomic.Bool
+	flushed time.Time // when the stream last flushed
+	until   time.Time // the write deadline set last
+	unsent  int       // events written since the last flush
 }
 
+// waker is a stream's one wake-up channel: a signal sent when none is
+// waiting, so that whoever signals never blocks and the stream, once
+// awake, looks at everything.
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1) }
+
+func (w waker) kick() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// flushEvery bounds the events a stream writes before it flushes, so that a
+// replay of many events reaches the client in pieces, each under its own
+// write deadline.
+const flushEvery = 64
+
 // stream answers 200 and streams what v shows of the thread's events from
-// f, which follows the thread after seq after, until v ends it, the client
-// goes away, or Shutdown. When quietAt is not negative, the stream checks
-// whether the thread is quiet (see view.quiet) as soon as it has delivered
-// seq quietAt; it checks again whenever it has been idle for a heartbeat.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f *protocol.Follower, from protocol.Position, quietAt int64, v view) {
+// p, which follows the thread after seq after and signals wake, until v
+// ends it, the client goes away, or Shutdown. When quietAt is not
+// negative, the stream checks whether the thread is quiet (see view.quiet)
+// as soon as it has delivered seq quietAt; it checks again whenever it has
+// been idle for a heartbeat.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p protocol.Pull, wake waker, from protocol.Position, quietAt int64, v view) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
 
 	s := &stream{
 		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
-		thread: id.String(), delivered: from.Seq, deltas: from.Resume(), beat: time.NewTimer(h.opts.Heartbeat),
+		thread: id.String(), delivered: from.Seq, deltas: from.Resume(), wake: wake,
 	}
+	s.beat = time.AfterFunc(h.opts.Heartbeat, func() {
+		s.beatDue.Store(true)
+		wake.kick()
+	})
 	defer s.beat.Stop()
 	// The connection may carry another request after this one; it must
 	// not inherit the stream's last write deadline.
@@ -106,17 +137,28 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, f
 	w.WriteHeader(http.StatusOK)
 	s.deadline()
 	if err := s.flush(); err != nil {
-		f.Close()
+		p.Close()
 		return
 	}
-	s.run(ctx, f, v, quietAt)
+	s.run(ctx, p, v, quietAt)
 }
 
-func (s *stream) run(ctx context.Context, f *protocol.Follower, v view, quietAt int64) {
-	defer f.Close()
-	stopping := s.h.stopping
+func (s *stream) run(ctx context.Context, p protocol.Pull, v view, quietAt int64) {
+	defer p.Close()
+	defer context.AfterFunc(ctx, s.wake.kick)()
+	defer context.AfterFunc(s.h.stopping, s.wake.kick)()
 	drainTo := int64(-1) // once stopping: the log's last seq to deliver before ending
 	for {
+		if s.deliver(ctx, p, v, drainTo) || ctx.Err() != nil {
+			return
+		}
+		if drainTo < 0 && s.h.stopping.Err() != nil {
+			last, err := s.h.core.LastSeq(ctx, s.thread)
+			if err != nil {
+				return
+			}
+			drainTo = last
+		}
 		if drainTo >= 0 && s.delivered >= drainTo {
 			return
 		}
@@ -126,70 +168,102 @@ func (s *stream) run(ctx context.Context, f *protocol.Follower, v view, quietAt 
 				return
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-stopping:
-			stopping = nil
-			last, err := s.h.core.LastSeq(ctx, s.thread)
-			if err != nil {
-				return
-			}
-			drainTo = last
-		case <-s.beat.C:
-			if err := s.ping(); err != nil {
-				return
-			}
-			if s.endIfQuiet(ctx, v) {
-				return
-			}
-		case e, ok := <-f.Events():
-			if !ok {
-				// Resubscribes after the last event taken when the stream
-				// fell behind; anything else ends it.
-				if err := f.Resume(ctx); err != nil {
-					if ctx.Err() == nil {
-						s.fail("follow the thread", err)
-					}
+		if s.beatDue.Swap(false) {
+			idle := time.Since(s.flushed)
+			if idle < s.h.opts.Heartbeat {
+				s.beat.Reset(s.h.opts.Heartbeat - idle)
+			} else {
+				if err := s.ping(); err != nil {
 					return
 				}
-				continue
-			}
-			e, show, cut := s.deltas.Show(e)
-			if e.Preview == 0 {
-				s.delivered = e.Seq
-			}
-			if !show {
-				continue
-			}
-			out, show, end := v.show(e)
-			if show {
-				var err error
-				key := e.ID
-				if pos := s.deltas.Position(s.delivered); pos.Stream != "" || e.Preview != 0 {
-					// Text ahead of the log: its id says how far ahead,
-					// and streams that are as far ahead share it. (A
-					// preview has the id of the delta that will commit
-					// it.)
-					setEventID(&out, pos.String())
-					key = "preview " + e.ID + " at " + pos.String()
-				}
-				if cut {
-					// The rest of a delta partly sent ahead: this
-					// stream's own.
-					err = s.send(out)
-				} else {
-					err = s.sendShared(key, out)
-				}
-				if err != nil {
+				if s.endIfQuiet(ctx, v) {
 					return
 				}
+				s.beat.Reset(s.h.opts.Heartbeat)
 			}
-			if end {
-				return
+		}
+		<-s.wake
+	}
+}
+
+// deliver writes what the pull has waiting, up to seq drainTo when that is
+// not negative, flushing after every flushEvery events and at the end. It
+// reports whether the stream is over: its view ended it, the follow
+// failed, or the client is gone.
+func (s *stream) deliver(ctx context.Context, p protocol.Pull, v view, drainTo int64) bool {
+	for drainTo < 0 || s.delivered < drainTo {
+		e, ok, err := p.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.fail("follow the thread", err)
+			}
+			return true
+		}
+		if !ok {
+			break
+		}
+		end, err := s.show(e, v)
+		if err != nil {
+			return true
+		}
+		if end {
+			_ = s.flush()
+			return true
+		}
+		if s.unsent >= flushEvery {
+			if err := s.flush(); err != nil {
+				return true
 			}
 		}
 	}
+	if s.unsent > 0 {
+		return s.flush() != nil
+	}
+	return false
+}
+
+// show writes what v shows of e, without flushing it, and reports whether
+// the stream ends after it.
+func (s *stream) show(e event.Event, v view) (end bool, err error) {
+	e, show, cut := s.deltas.Show(e)
+	if e.Preview == 0 {
+		s.delivered = e.Seq
+	}
+	if !show {
+		return false, nil
+	}
+	show, end = v.show(e)
+	if !show {
+		return end, nil
+	}
+	key := sharedKey{id: e.ID}
+	if pos := s.deltas.Position(s.delivered); pos.Stream != "" || e.Preview != 0 {
+		// Text ahead of the log: its id says how far ahead, and streams
+		// that are as far ahead share it. (A preview has the id of the
+		// delta that will commit it.)
+		key.at, key.ahead = pos, true
+	}
+	if cut {
+		// The rest of a delta partly sent ahead: this stream's own.
+		out := v.render(e)
+		if key.ahead {
+			setEventID(&out, key.at.String())
+		}
+		return end, s.put(out)
+	}
+	f, ok := s.h.shared.get(key)
+	if !ok {
+		out := v.render(e)
+		if key.ahead {
+			setEventID(&out, key.at.String())
+		}
+		if f, err = encodeFrame(out); err != nil {
+			s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(out), "err", err)
+			return end, nil
+		}
+		s.h.shared.put(key, f)
+	}
+	return end, s.putFrame(f)
 }
 
 // endIfQuiet ends the stream with v.quiet when the thread has no active
@@ -230,41 +304,33 @@ func (s *stream) fail(what string, err error) {
 	_ = s.send(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received."))
 }
 
-// sendShared sends e, what the log event (or preview) key names shows as,
-// encoding it only when no other stream has.
-func (s *stream) sendShared(id string, e threadsapi.StreamEvent) error {
-	if raw, ok := s.h.shared.get(id); ok {
-		return s.write(raw)
-	}
-	raw, err := EncodeEvent(e)
+// put writes one event without flushing it. An event that does not match
+// the document is logged and skipped rather than sent.
+func (s *stream) put(e threadsapi.StreamEvent) error {
+	f, err := encodeFrame(e)
 	if err != nil {
 		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
 		return nil
 	}
-	s.h.shared.put(id, raw)
-	return s.write(raw)
+	return s.putFrame(f)
 }
 
-// send writes one event and flushes it. An event that does not match the
-// document is logged and skipped rather than sent.
-func (s *stream) send(e threadsapi.StreamEvent) error {
-	raw, err := EncodeEvent(e)
-	if err != nil {
-		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
-		return nil
-	}
-	return s.write(raw)
-}
-
-// write writes one encoded event and flushes it.
-func (s *stream) write(raw sse.Event) error {
+// putFrame writes one encoded event without flushing it; the first event
+// after a flush moves the write deadline.
+func (s *stream) putFrame(f sse.Frame) error {
 	if s.h.verify != nil {
-		var b bytes.Buffer
-		_ = sse.NewWriter(&b).Event(raw)
-		s.h.verify(b.Bytes())
+		s.h.verify(f.Bytes())
 	}
-	s.deadline()
-	if err := s.sw.Event(raw); err != nil {
+	if s.unsent == 0 {
+		s.deadline()
+	}
+	s.unsent++
+	return s.sw.Frame(f)
+}
+
+// send writes one event and flushes it.
+func (s *stream) send(e threadsapi.StreamEvent) error {
+	if err := s.put(e); err != nil {
 		return err
 	}
 	return s.flush()
@@ -279,15 +345,25 @@ func (s *stream) ping() error {
 	return s.flush()
 }
 
-// flush sends what was written and restarts the idle timer.
+// flush sends what was written.
 func (s *stream) flush() error {
-	err := s.rc.Flush()
-	s.beat.Reset(s.h.opts.Heartbeat)
-	return err
+	s.unsent = 0
+	s.flushed = time.Now()
+	return s.rc.Flush()
 }
 
+// deadline bounds the writes that follow: it moves the write deadline to
+// the write timeout from now, unless the one set is still more than half
+// of that away (moving a deadline costs more than the write of a small
+// event), so that a write that blocks is cut after between half the
+// timeout and all of it.
 func (s *stream) deadline() {
+	now := time.Now()
+	if s.until.Sub(now) > s.h.opts.WriteTimeout/2 {
+		return
+	}
+	s.until = now.Add(s.h.opts.WriteTimeout)
 	// ErrNotSupported (a ResponseWriter without deadlines) leaves writes
 	// unbounded, which only wrappers in tests do.
-	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
+	_ = s.rc.SetWriteDeadline(s.until)
 }
