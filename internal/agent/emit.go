@@ -52,9 +52,10 @@ type emitter struct {
 	ahead       int
 	aheadStream string
 	unpreviewed int
-	urgent      bool      // the queue holds something to append at once
-	first       time.Time // when the oldest queued item was queued
-	pending     int       // the bytes of delta text queued
+	urgent      bool          // the queue holds something to append at once
+	first       time.Time     // when the oldest queued item was queued
+	pending     int           // the bytes of delta text queued
+	armed       time.Duration // while the loop waits out a window for the queue: that window
 }
 
 // item is an event to append, or (with flushed set) a flush marker.
@@ -145,8 +146,20 @@ func (e *emitter) emit(p event.Payload) error {
 		}
 	}
 	e.q = append(e.q, it)
-	e.signal()
+	if e.mustLook() {
+		e.signal()
+	}
 	return nil
+}
+
+// mustLook reports whether the loop has to look at the queue now, after
+// an emit: unless it is waiting out a window for what is queued, and
+// nothing queued since cuts that wait short (something urgent, enough
+// text, or a subscriber that waits for commits arriving while the longer
+// window of an unwatched thread runs), a delta streamed inside the window
+// wakes no goroutine. e.mu is held.
+func (e *emitter) mustLook() bool {
+	return e.armed == 0 || e.urgent || e.pending >= maxCoalesced || (e.armed > e.window && e.windowNow() < e.armed)
 }
 
 // previewable reports whether a delta of stream may go out as a preview
@@ -220,7 +233,9 @@ func (e *emitter) loop() {
 		if e.preview != nil && len(e.q) > 0 && !e.urgent && e.pending < maxCoalesced {
 			// Only previewed deltas wait: give their stream the rest of
 			// the window to add to them.
-			if wait := e.windowNow() - time.Since(e.first); wait > 0 {
+			window := e.windowNow()
+			if wait := window - time.Since(e.first); wait > 0 {
+				e.armed = window
 				e.mu.Unlock()
 				if timer == nil {
 					timer = time.NewTimer(wait)
@@ -233,7 +248,7 @@ func (e *emitter) loop() {
 		}
 		batch := e.q
 		e.q = nil
-		e.urgent, e.pending = false, 0
+		e.urgent, e.pending, e.armed = false, 0, 0
 		err := e.err
 		e.mu.Unlock()
 
