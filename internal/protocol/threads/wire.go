@@ -110,15 +110,6 @@ func retryOf(e sse.Event) threadsapi.OptInt {
 // data that does not match (a *wire.Error, as DecodeEvent would report
 // it), on an unknown Type, and on a variant whose Event is set to another
 // name (an empty Event is taken to be e.Type, as ogen's encoder does).
-// encodeFrame is EncodeEvent, encoded for the wire once.
-func encodeFrame(e threadsapi.StreamEvent) (sse.Frame, error) {
-	raw, err := EncodeEvent(e)
-	if err != nil {
-		return sse.Frame{}, err
-	}
-	return sse.Encode(raw)
-}
-
 func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
 	var (
 		id, name string
@@ -157,6 +148,15 @@ func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
 		out.Retry = time.Duration(retry.Value) * time.Millisecond
 	}
 	return out, nil
+}
+
+// encodeFrame is EncodeEvent, encoded for the wire once.
+func encodeFrame(e threadsapi.StreamEvent) (sse.Frame, error) {
+	raw, err := EncodeEvent(e)
+	if err != nil {
+		return sse.Frame{}, err
+	}
+	return sse.Encode(raw)
 }
 
 // EventID returns the SSE id of e (the id of the variant its Type
