@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-faster/jx"
+	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/protocol/wiretest"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/wire"
@@ -251,5 +254,55 @@ func FuzzDecodeEvent(f *testing.F) {
 			return // cannot be an SSE event name
 		}
 		fuzzDecoder(t, codecFor(t, "Event", name), in)
+	})
+}
+
+// FuzzAlwaysValidEvents holds what EncodeEvent relies on when it does not
+// validate agent_text, done and error events: whatever their fields hold,
+// the data matches its schema, and DecodeEvent reads back what was sent.
+func FuzzAlwaysValidEvents(f *testing.F) {
+	f.Add([]byte("0123456789abcdef"), "msg_1", "Hello", "model unavailable", "7")
+	f.Add([]byte{}, "", "", "", "")
+	f.Add([]byte("\xff\x00"), "\x00\"\\", "line\nbreak\r\u2028", "\xff\xfe", "1:m:5")
+	f.Fuzz(func(t *testing.T, thread []byte, messageID, chunk, msg, id string) {
+		var tid uuid.UUID
+		copy(tid[:], thread)
+		if strings.ContainsAny(id, "\r\n\x00") {
+			id = "1" // an id the SSE writer refuses never reaches EncodeEvent's data
+		}
+		for _, e := range []threadsapi.StreamEvent{
+			agentTextEvent(id, threadsapi.AgentTextEvent{ThreadID: tid, MessageID: messageID, Chunk: chunk}),
+			threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: id, Event: EventDone}),
+			threadsapi.NewErrorSSEStreamEvent(threadsapi.ErrorSSE{ID: id, Event: EventError, Data: threadsapi.ErrorEvent{Error: msg}}),
+		} {
+			raw, err := EncodeEvent(e)
+			if err != nil {
+				t.Fatalf("EncodeEvent(%+v): %v", e, err)
+			}
+			var check func([]byte) error
+			switch e.Type {
+			case threadsapi.AgentTextSSEStreamEvent:
+				check = threadsschema.ValidateAgentTextEventJSON
+			case threadsapi.DoneSSEStreamEvent:
+				check = threadsschema.ValidateDoneEventJSON
+			default:
+				check = threadsschema.ValidateErrorEventJSON
+			}
+			if err := check([]byte(raw.Data)); err != nil {
+				t.Fatalf("%s data %s does not match its schema: %v", e.Type, raw.Data, err)
+			}
+			back, err := DecodeEvent(raw)
+			if err != nil {
+				t.Fatalf("DecodeEvent(%+v): %v", raw, err)
+			}
+			if e.Type == threadsapi.AgentTextSSEStreamEvent && utf8.ValidString(messageID+chunk) {
+				// (Text that is not UTF-8 never comes: the model's
+				// stream readers hand on UTF-8 only.)
+				got := back.AgentTextSSE.Data
+				if got.ThreadID != tid || got.MessageID != messageID || got.Chunk != chunk {
+					t.Fatalf("read back %+v, sent thread %s, message %q, chunk %q", got, tid, messageID, chunk)
+				}
+			}
+		}
 	})
 }
