@@ -71,8 +71,11 @@ func NewID() string {
 
 // EncodePayload returns the storage encoding of p.
 func EncodePayload(p Payload) ([]byte, error) {
-	if p == nil {
+	switch p := p.(type) {
+	case nil:
 		return nil, fmt.Errorf("event: nil payload")
+	case MessageDelta:
+		return appendMessageDelta(make([]byte, 0, 32+len(p.MessageID)+len(p.Text)), p), nil
 	}
 	return json.Marshal(p)
 }

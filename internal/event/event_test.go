@@ -135,3 +135,25 @@ func TestIDsAreUniqueAndOrdered(t *testing.T) {
 		t.Errorf("New = %+v", e)
 	}
 }
+
+// FuzzEncodeMessageDelta: a delta's storage encoding is the bytes
+// json.Marshal writes for it, whatever its text.
+func FuzzEncodeMessageDelta(f *testing.F) {
+	f.Add("01J0MSG", "Hello, <world> & \"you\"\n", int64(0))
+	f.Add("", "\x00\x1f\x7f\u2028\u2029\xff\xfe tab\t", int64(-3))
+	f.Add("m", "日本語 🙂", int64(1<<40))
+	f.Fuzz(func(t *testing.T, id, text string, offset int64) {
+		d := MessageDelta{MessageID: id, Text: text, Offset: offset}
+		want, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := EncodePayload(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("EncodePayload(%#v) = %s, json.Marshal = %s", d, got, want)
+		}
+	})
+}
