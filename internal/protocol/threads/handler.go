@@ -43,7 +43,9 @@ type Options struct {
 	// DefaultHeartbeat).
 	Heartbeat time.Duration
 	// WriteTimeout bounds every write of a stream, so that a client that
-	// stops reading cannot hold its handler (default DefaultWriteTimeout).
+	// stops reading cannot hold its handler (default DefaultWriteTimeout):
+	// a write that blocks is cut after between half of it and all of it,
+	// since the deadline moves only once half of it has passed.
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
 }
