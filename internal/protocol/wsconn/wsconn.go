@@ -31,7 +31,8 @@ type Options struct {
 	// ReadLimit is the largest frame read; a larger one closes the socket
 	// with 1009 "message too big" (default wire.MaxReadBytes).
 	ReadLimit int64
-	// WriteTimeout bounds each write (default 10 s).
+	// WriteTimeout bounds each write (default 10 s): one that blocks is
+	// cut after between half of it and all of it.
 	WriteTimeout time.Duration
 	// OriginPatterns are the browser origins allowed besides the server's
 	// own host (see websocket.AcceptOptions).
@@ -74,6 +75,11 @@ type Conn struct {
 	ctx    context.Context    // the connection's: ends when the socket closes
 	end    context.CancelFunc // ends ctx once the socket is closed
 	writer sync.WaitGroup     // the writer goroutine, while one runs
+	// The writers' context and its deadline (writeContext); only the
+	// writer of the moment uses them.
+	wctx    context.Context
+	wcancel context.CancelFunc
+	wuntil  time.Time
 
 	mu      sync.Mutex
 	queue   [][]byte // frames waiting for the writer
@@ -190,9 +196,24 @@ func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool)
 }
 
 func (c *Conn) write(f []byte) error {
-	wctx, cancel := context.WithTimeout(c.ctx, c.opts.WriteTimeout)
-	defer cancel()
-	return c.ws.Write(wctx, websocket.MessageText, f)
+	return c.ws.Write(c.writeContext(), websocket.MessageText, f)
+}
+
+// writeContext is the context that bounds a write: the connection's, with
+// a deadline of the write timeout that moves only once half of it has
+// passed (a context and its timer per frame cost more than writing a small
+// frame), so that a write that blocks is cut after between half the
+// timeout and all of it. Only the writer calls it.
+func (c *Conn) writeContext() context.Context {
+	now := time.Now()
+	if c.wctx == nil || c.wuntil.Sub(now) < c.opts.WriteTimeout/2 {
+		if c.wcancel != nil {
+			c.wcancel()
+		}
+		c.wuntil = now.Add(c.opts.WriteTimeout)
+		c.wctx, c.wcancel = context.WithDeadline(c.ctx, c.wuntil)
+	}
+	return c.wctx
 }
 
 // writeOut is the writer: it owns every write to the socket, including

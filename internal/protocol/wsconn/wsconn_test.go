@@ -237,3 +237,37 @@ func TestIdleSocketHasNoWriter(t *testing.T) {
 	_, _, err := ws.Read(ctx)
 	assert.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(err), "the close frame is sent by a writer started for it: %v", err)
 }
+
+// TestWriteTimeout: a write to a client that has stopped reading is cut
+// once the write timeout has passed, closing the connection; a client that
+// reads is written to however long the connection has been quiet (the
+// deadline writes share moves on).
+func TestWriteTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	reg := NewRegistry()
+	srv, conns := echoServer(t, reg, Options{QueueSize: 1 << 20, WriteTimeout: timeout})
+
+	reading := dial(t, srv)
+	<-conns
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		require.NoError(t, reading.Write(ctx, websocket.MessageText, []byte("ping")))
+		_, b, err := reading.Read(ctx)
+		require.NoError(t, err, "a write after a quiet spell longer than the timeout")
+		assert.Equal(t, "ping", string(b))
+		time.Sleep(2 * timeout) // past the deadline the last write set
+	}
+
+	dial(t, srv) // a client that never reads
+	stuckConn := <-conns
+	big := []byte(strings.Repeat("x", 1<<20))
+	for range 64 { // far more than the socket buffers hold
+		require.True(t, stuckConn.Send(big), "the queue is not what ends it here")
+	}
+	select {
+	case <-stuckConn.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write to a client that does not read was never cut")
+	}
+}
