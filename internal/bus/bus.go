@@ -84,7 +84,8 @@ type Subscription interface {
 	// Notify makes fn be called whenever an event arrives or the
 	// subscription ends, on the sender's goroutine and with the
 	// subscription locked: fn must return at once and must not call the
-	// subscription. Set it before reading.
+	// subscription. Set it before reading, and read with TryNext from
+	// then on: Next no longer learns of new events by itself.
 	Notify(fn func())
 	// Close ends the subscription. It is idempotent.
 	Close()

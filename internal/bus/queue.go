@@ -87,12 +87,13 @@ func (q *Queue) endLocked(err error) {
 }
 
 func (q *Queue) signal() {
+	if q.notify != nil {
+		q.notify() // a consumer told this way reads with TryNext
+		return
+	}
 	select {
 	case q.ready <- struct{}{}:
 	default:
-	}
-	if q.notify != nil {
-		q.notify()
 	}
 }
 
