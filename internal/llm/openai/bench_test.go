@@ -2,6 +2,8 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +11,8 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentwire/agentwire/internal/llm"
 )
 
 // benchStream is a streamed reply as vLLM or OpenAI sends it: a role chunk,
@@ -83,5 +87,47 @@ func BenchmarkDecodeStream(b *testing.B) {
 		}
 		per(b)
 		_ = n
+	})
+}
+
+// BenchmarkRequest measures encoding the request of a turn with a system
+// prompt, a ten-message history and three tools: request (what
+// Model.Stream uses) against the SDK's types and encoder, which it used
+// before, the baseline (without the "stream" member it also set, so the
+// baseline is the cheaper).
+func BenchmarkRequest(b *testing.B) {
+	m, err := New(Config{APIKey: "k", MaxTokens: 512})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := llm.Request{System: strings.Repeat("You are a careful assistant. ", 20)}
+	for i := range 5 {
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("Question %d: what is in the file, and why?", i)},
+			llm.Message{Role: llm.RoleAssistant, Content: strings.Repeat("An answer of some length. ", 8)})
+	}
+	for _, name := range []string{"read_file", "write_file", "list"} {
+		req.Tools = append(req.Tools, llm.ToolSpec{Name: name, Description: "Does " + name + ".",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"A path."}},"required":["path"]}`)})
+	}
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			p, err := m.params(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := p.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := m.request(req); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }

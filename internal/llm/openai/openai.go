@@ -110,13 +110,13 @@ func (m *Model) Name() string { return m.model }
 // Stream sends req as one streamed chat completion.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
-		params, err := m.params(req)
+		body, err := m.request(req)
 		if err != nil {
 			yield(llm.Chunk{}, err)
 			return
 		}
 		var res *http.Response
-		err = m.client.Post(ctx, "chat/completions", params, &res, option.WithJSONSet("stream", true))
+		err = m.client.Post(ctx, "chat/completions", body, &res)
 		t := turn{yield: yield}
 		stopped := false
 		if err == nil {

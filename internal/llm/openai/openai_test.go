@@ -367,9 +367,7 @@ func TestRequest(t *testing.T) {
 func TestRequestMaxTokensOpenAI(t *testing.T) {
 	m, err := New(Config{APIKey: "k", MaxTokens: 50})
 	require.NoError(t, err)
-	p, err := m.params(hello)
-	require.NoError(t, err)
-	b, err := json.Marshal(p)
+	b, err := m.request(hello)
 	require.NoError(t, err)
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(b, &got))
@@ -410,4 +408,66 @@ func FuzzStreamEventError(f *testing.F) {
 		}
 		_ = e.Error()
 	})
+}
+
+// TestRequestMatchesSDK: the request Model.Stream writes is the one the
+// SDK's types encode, for every kind of message and tool, and either
+// max-tokens field; parameters that are not one JSON object are refused
+// by both.
+func TestRequestMatchesSDK(t *testing.T) {
+	srv := llmtest.NewServer(t)
+	full := llm.Request{
+		System: "You are <terse> & \"exact\".",
+		Messages: []llm.Message{
+			{Role: llm.RoleUser, Content: "list and read \u2028 日本"},
+			{Role: llm.RoleAssistant, Content: "", ToolCalls: []llm.ToolCall{
+				{ID: "call_1", Name: "list", Arguments: ""},
+				{ID: "call_2", Name: "read_file", Arguments: `{"path":"a.txt"}`},
+			}},
+			{Role: llm.RoleTool, ToolCallID: "call_1", Name: "list", Content: ""},
+			{Role: llm.RoleAssistant, Content: "Done.", Reasoning: "not sent"},
+			{Role: llm.RoleAssistant},
+		},
+		Tools: []llm.ToolSpec{
+			{Name: "read_file", Description: "Reads a file.", Parameters: json.RawMessage(`{ "type": "object",
+				"properties": {"path": {"type": "string", "description": "<a path>"}}, "required": ["path"]}`)},
+			{Name: "list"},
+		},
+		MaxTokens: 7,
+	}
+	for name, c := range map[string]struct {
+		cfg Config
+		req llm.Request
+	}{
+		"hello":                 {Config{Model: "m"}, hello},
+		"full":                  {Config{Model: "gpt-test", MaxTokens: 100}, full},
+		"max_tokens field":      {Config{Model: "m", MaxTokens: 9}, hello},
+		"max_completion_tokens": {Config{APIKey: "k", MaxTokens: 9}, hello},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var m *Model
+			if c.cfg.APIKey != "" {
+				var err error
+				m, err = New(c.cfg)
+				require.NoError(t, err)
+			} else {
+				m = newModel(t, srv, c.cfg)
+			}
+			want, err := m.sdkRequest(c.req)
+			require.NoError(t, err)
+			got, err := m.request(c.req)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(want), string(got))
+		})
+	}
+	m := newModel(t, srv, Config{Model: "m"})
+	for _, bad := range []string{`[]`, `"x"`, `{"a":1} {}`, `{"a":`} {
+		req := llm.Request{Messages: hello.Messages, Tools: []llm.ToolSpec{{Name: "t", Parameters: json.RawMessage(bad)}}}
+		_, err := m.request(req)
+		assert.Error(t, err, "parameters %s", bad)
+		_, err = m.sdkRequest(req)
+		assert.Error(t, err, "the SDK's path, parameters %s", bad)
+	}
+	_, err := m.request(llm.Request{Messages: []llm.Message{{Role: "narrator"}}})
+	assert.ErrorContains(t, err, "unknown role")
 }

@@ -1,93 +1,163 @@
 package openai
 
 import (
-	"encoding/json"
 	"fmt"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
+	"github.com/go-faster/jx"
 
 	"github.com/agentwire/agentwire/internal/llm"
 )
 
-// params builds the Chat Completions request for req.
-func (m *Model) params(req llm.Request) (oai.ChatCompletionNewParams, error) {
-	p := oai.ChatCompletionNewParams{
-		Model:         m.model,
-		StreamOptions: oai.ChatCompletionStreamOptionsParam{IncludeUsage: param.NewOpt(true)},
-	}
-	if req.System != "" {
-		p.Messages = append(p.Messages, oai.SystemMessage(req.System))
-	}
-	for i, msg := range req.Messages {
-		switch msg.Role {
-		case llm.RoleUser:
-			p.Messages = append(p.Messages, oai.UserMessage(msg.Content))
-		case llm.RoleAssistant:
-			p.Messages = append(p.Messages, assistant(msg))
-		case llm.RoleTool:
-			p.Messages = append(p.Messages, oai.ToolMessage(msg.Content, msg.ToolCallID))
-		default:
-			return p, fmt.Errorf("openai: message %d has unknown role %q", i, msg.Role)
-		}
-	}
-	for _, t := range req.Tools {
-		schema, err := parameters(t)
-		if err != nil {
-			return p, err
-		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(fn))
-	}
+// request encodes the streamed Chat Completions request for req. It writes
+// the JSON itself, as readStream reads the stream itself: the SDK's
+// encoding of its request types (reflection over every optional field,
+// each tool's schema decoded into a map and encoded again) was the largest
+// part of the CPU between a post and the model call (BenchmarkRequest).
+// TestRequestMatchesSDK holds it to the SDK's encoding.
+func (m *Model) request(req llm.Request) ([]byte, error) {
+	var e jx.Encoder
+	e.ObjStart()
+	e.FieldStart("model")
+	e.Str(m.model)
+	e.FieldStart("stream")
+	e.Bool(true)
+	e.FieldStart("stream_options")
+	e.ObjStart()
+	e.FieldStart("include_usage")
+	e.Bool(true)
+	e.ObjEnd()
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = m.maxTokens
 	}
 	if maxTokens > 0 {
 		if m.maxTokensField {
-			p.MaxTokens = param.NewOpt(int64(maxTokens))
+			e.FieldStart("max_tokens")
 		} else {
-			p.MaxCompletionTokens = param.NewOpt(int64(maxTokens))
+			e.FieldStart("max_completion_tokens")
+		}
+		e.Int(maxTokens)
+	}
+	e.FieldStart("messages")
+	if err := encodeMessages(&e, req); err != nil {
+		return nil, err
+	}
+	if len(req.Tools) > 0 {
+		e.FieldStart("tools")
+		if err := encodeTools(&e, req.Tools); err != nil {
+			return nil, err
 		}
 	}
-	return p, nil
+	e.ObjEnd()
+	return e.Bytes(), nil
 }
 
-// assistant is an assistant message with its text and tool calls. Reasoning
-// is not sent back: Chat Completions has no field for it.
-func assistant(msg llm.Message) oai.ChatCompletionMessageParamUnion {
-	a := oai.ChatCompletionAssistantMessageParam{}
-	if msg.Content != "" || len(msg.ToolCalls) == 0 {
-		a.Content.OfString = param.NewOpt(msg.Content)
+// encodeMessages encodes the system prompt and req's messages.
+func encodeMessages(e *jx.Encoder, req llm.Request) error {
+	e.ArrStart()
+	if req.System != "" {
+		message(e, "system", req.System, true)
+		e.ObjEnd()
 	}
-	for _, c := range msg.ToolCalls {
-		args := c.Arguments
-		if args == "" {
-			args = "{}"
+	for i, msg := range req.Messages {
+		switch msg.Role {
+		case llm.RoleUser:
+			message(e, "user", msg.Content, true)
+		case llm.RoleAssistant:
+			// Reasoning is not sent back: Chat Completions has no field
+			// for it.
+			message(e, "assistant", msg.Content, msg.Content != "" || len(msg.ToolCalls) == 0)
+			if len(msg.ToolCalls) > 0 {
+				e.FieldStart("tool_calls")
+				e.ArrStart()
+				for _, c := range msg.ToolCalls {
+					toolCall(e, c)
+				}
+				e.ArrEnd()
+			}
+		case llm.RoleTool:
+			message(e, "tool", msg.Content, true)
+			e.FieldStart("tool_call_id")
+			e.Str(msg.ToolCallID)
+		default:
+			return fmt.Errorf("openai: message %d has unknown role %q", i, msg.Role)
 		}
-		a.ToolCalls = append(a.ToolCalls, oai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &oai.ChatCompletionMessageFunctionToolCallParam{
-				ID:       c.ID,
-				Function: oai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
-			},
-		})
+		e.ObjEnd()
 	}
-	return oai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+	e.ArrEnd()
+	return nil
 }
 
-// parameters decodes a tool's JSON Schema; a tool without one takes an
-// empty object.
-func parameters(t llm.ToolSpec) (shared.FunctionParameters, error) {
-	if len(t.Parameters) == 0 {
-		return shared.FunctionParameters{"type": "object", "properties": map[string]any{}}, nil
+// message opens a message object with its role and, when withContent, its
+// content; the caller adds the rest and closes it.
+func message(e *jx.Encoder, role, content string, withContent bool) {
+	e.ObjStart()
+	e.FieldStart("role")
+	e.Str(role)
+	if withContent {
+		e.FieldStart("content")
+		e.Str(content)
 	}
-	var schema shared.FunctionParameters
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-		return nil, fmt.Errorf("openai: tool %q: parameters are not a JSON object: %w", t.Name, err)
+}
+
+// toolCall encodes one of an assistant message's tool calls; a call
+// without arguments gets an empty object.
+func toolCall(e *jx.Encoder, c llm.ToolCall) {
+	args := c.Arguments
+	if args == "" {
+		args = "{}"
 	}
-	return schema, nil
+	e.ObjStart()
+	e.FieldStart("id")
+	e.Str(c.ID)
+	e.FieldStart("type")
+	e.Str("function")
+	e.FieldStart("function")
+	e.ObjStart()
+	e.FieldStart("name")
+	e.Str(c.Name)
+	e.FieldStart("arguments")
+	e.Str(args)
+	e.ObjEnd()
+	e.ObjEnd()
+}
+
+// emptyParameters is the schema of a tool that gives none.
+var emptyParameters = []byte(`{"type":"object","properties":{}}`)
+
+// encodeTools encodes the tools offered. A tool's parameters must be one
+// JSON object, which is sent as it is.
+func encodeTools(e *jx.Encoder, tools []llm.ToolSpec) error {
+	e.ArrStart()
+	for _, t := range tools {
+		schema := emptyParameters
+		if len(t.Parameters) > 0 {
+			if !isObject(t.Parameters) {
+				return fmt.Errorf("openai: tool %q: parameters are not a JSON object", t.Name)
+			}
+			schema = t.Parameters
+		}
+		e.ObjStart()
+		e.FieldStart("type")
+		e.Str("function")
+		e.FieldStart("function")
+		e.ObjStart()
+		e.FieldStart("name")
+		e.Str(t.Name)
+		if t.Description != "" {
+			e.FieldStart("description")
+			e.Str(t.Description)
+		}
+		e.FieldStart("parameters")
+		e.Raw(schema)
+		e.ObjEnd()
+		e.ObjEnd()
+	}
+	e.ArrEnd()
+	return nil
+}
+
+// isObject reports whether b is one JSON object and nothing else.
+func isObject(b []byte) bool {
+	return jx.DecodeBytes(b).Next() == jx.Object && jx.DecodeBytes(b).Validate() == nil
 }
