@@ -36,15 +36,17 @@ type lazyWatch struct {
 }
 
 // startLazy starts s's pump as a lazyWatch over live.
-func (s *Subscription) startLazy(ctx context.Context, live bus.Subscription, after, last int64) {
-	w := newLazy(ctx, s, live, after, last)
+func (s *Subscription) startLazy(live bus.Subscription, last int64) {
+	w := newLazy(s, live, last)
 	w.wake = w.kick
 	w.start()
 	w.kick()
 }
 
-func newLazy(ctx context.Context, s *Subscription, live bus.Subscription, after, last int64) *lazyWatch {
-	return &lazyWatch{sub: s, ctx: ctx, p: pump{sub: s, ctx: ctx, delivered: after}, live: live, last: last}
+// newLazy is s's pump over live, to replay the log up to last first; the
+// caller sets its wake and starts it.
+func newLazy(s *Subscription, live bus.Subscription, last int64) *lazyWatch {
+	return &lazyWatch{sub: s, ctx: s.ctx, p: pump{sub: s, ctx: s.ctx, delivered: s.Last()}, live: live, last: last}
 }
 
 // start has the feed, and the end of the subscription's context (Stop,

@@ -47,7 +47,7 @@ func (s *Service) Pull(ctx context.Context, thread string, after int64, notify f
 	if err != nil {
 		return nil, err
 	}
-	pl.w = newLazy(sub.ctx, sub, live, sub.Last(), last)
+	pl.w = newLazy(sub, live, last)
 	pl.w.wake = notify
 	pl.w.start()
 	return pl, nil

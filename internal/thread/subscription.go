@@ -89,15 +89,15 @@ func (s *Subscription) Done() <-chan struct{} { return s.done }
 // up to last, the thread's last seq when live started buffering, then
 // forwards live events, filling any gap from the log and dropping what was
 // already delivered. (A Watch's pump is a lazyWatch.)
-func (s *Subscription) run(ctx context.Context, live bus.Subscription, after, last int64) {
+func (s *Subscription) run(live bus.Subscription, last int64) {
 	defer close(s.done)
 	defer s.cancel(errUnsubscribed) // release the context; Err is already set
 	defer s.svc.forget(s)
 	defer close(s.events)
 	defer live.Close()
 
-	p := pump{sub: s, ctx: ctx, delivered: after}
-	s.finish(ctx, p.follow(live, last))
+	p := pump{sub: s, ctx: s.ctx, delivered: s.Last()}
+	s.finish(s.ctx, p.follow(live, last))
 }
 
 // follow delivers the log up to last, then live events, until either

@@ -258,12 +258,12 @@ func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn 
 		return nil, err
 	}
 	if fn != nil {
-		sub.startLazy(sub.ctx, live, sub.Last(), last)
+		sub.startLazy(live, last)
 		return sub, nil
 	}
 	go func() {
 		defer s.wg.Done()
-		sub.run(sub.ctx, live, sub.Last(), last)
+		sub.run(live, last)
 	}()
 	return sub, nil
 }
