@@ -75,7 +75,8 @@ type Handler struct {
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
 	cancelAbort context.CancelFunc
 
-	shared *sharedEvents // log events' SSE encodings, shared by the streams
+	framesMu sync.Mutex
+	frames   map[string]*sharedFrames // by thread, while it has open streams
 
 	verify func(frame []byte) // nil unless the server checks its events (tests)
 }
@@ -97,7 +98,7 @@ func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{core: core, opts: opts, log: opts.Logger, shared: newSharedEvents(), verify: verify}
+	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: map[string]*sharedFrames{}, verify: verify}
 	h.stopping, h.stop = context.WithCancel(context.Background())
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()

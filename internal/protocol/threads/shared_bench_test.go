@@ -59,7 +59,8 @@ func BenchmarkFanOut(b *testing.B) {
 	})
 	b.Run("shared", func(b *testing.B) {
 		for b.Loop() {
-			shared := newSharedEvents()
+			var shared sharedFrames
+			shared.streams.Store(subscribers)
 			projectors := make([]*projector, subscribers)
 			for i := range projectors {
 				projectors[i] = newProjector(thread)

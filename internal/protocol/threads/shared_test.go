@@ -6,42 +6,71 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
 )
 
-func TestSharedEventsKeepsTheLatest(t *testing.T) {
-	c := newSharedEvents()
+// TestSharedFramesKeepTheLatest: a thread's shared frames are the latest
+// sharedFramesSize, found by their key (ahead of the log, by the position
+// too); large frames and frames without a log id are not kept.
+func TestSharedFramesKeepTheLatest(t *testing.T) {
 	frame := func(id, data string) sse.Frame {
 		f, err := sse.Encode(sse.Event{ID: id, Data: data})
-		assert.NoError(t, err)
+		require.NoError(t, err)
 		return f
 	}
-	for i := range sharedEventsSize + 10 {
-		c.put(sharedKey{id: fmt.Sprint(i)}, frame(fmt.Sprint(i), "x"))
+	var s sharedFrames
+	_, ok := s.get(sharedKey{id: "0"})
+	assert.False(t, ok, "nothing kept yet")
+	for i := range sharedFramesSize + 10 {
+		s.put(sharedKey{id: fmt.Sprint(i)}, frame(fmt.Sprint(i), "x"))
 	}
 	for i := range 10 {
-		_, ok := c.get(sharedKey{id: fmt.Sprint(i)})
-		assert.False(t, ok, "event %d should have been let go", i)
+		_, ok := s.get(sharedKey{id: fmt.Sprint(i)})
+		assert.False(t, ok, "frame %d should have been let go", i)
 	}
-	for i := 10; i < sharedEventsSize+10; i++ {
-		e, ok := c.get(sharedKey{id: fmt.Sprint(i)})
-		assert.True(t, ok, "event %d", i)
-		assert.Equal(t, fmt.Sprint(i), e.Event().ID)
+	for i := 10; i < sharedFramesSize+10; i++ {
+		f, ok := s.get(sharedKey{id: fmt.Sprint(i)})
+		if assert.True(t, ok, "frame %d", i) {
+			assert.Equal(t, fmt.Sprint(i), f.Event().ID)
+		}
 	}
-	assert.Len(t, c.byID, sharedEventsSize)
 
-	// A second put of one id keeps the first encoding and the ring intact.
-	c.put(sharedKey{id: "20"}, frame("other", ""))
-	e, _ := c.get(sharedKey{id: "20"})
-	assert.Equal(t, "20", e.Event().ID)
-	assert.Len(t, c.byID, sharedEventsSize)
+	ahead := sharedKey{id: "20", ahead: true, at: protocol.Position{Seq: 19, Stream: "m", Shown: 5}}
+	s.put(ahead, frame("19:m:5", "y"))
+	f, ok := s.get(ahead)
+	require.True(t, ok)
+	assert.Equal(t, "19:m:5", f.Event().ID)
+	f, ok = s.get(sharedKey{id: "20"})
+	require.True(t, ok)
+	assert.Equal(t, "20", f.Event().ID, "the committed event's frame is another")
+	_, ok = s.get(sharedKey{id: "20", ahead: true, at: protocol.Position{Seq: 19, Stream: "m", Shown: 6}})
+	assert.False(t, ok, "another position")
 
-	// Large events and events without a log id are not kept.
-	c.put(sharedKey{id: "big"}, frame("", strings.Repeat("x", sharedEventMax+1)))
-	c.put(sharedKey{}, frame("", "x"))
-	_, ok := c.get(sharedKey{id: "big"})
+	s.put(sharedKey{id: "big"}, frame("", strings.Repeat("x", sharedFrameMax+1)))
+	s.put(sharedKey{}, frame("", "x"))
+	_, ok = s.get(sharedKey{id: "big"})
 	assert.False(t, ok)
-	_, ok = c.get(sharedKey{})
+	_, ok = s.get(sharedKey{})
 	assert.False(t, ok)
+}
+
+// TestSharedFramesFollowTheStreams: a thread's frames are shared only while
+// it has more than one stream, and let go with its last.
+func TestSharedFramesFollowTheStreams(t *testing.T) {
+	h := New(nil, Options{})
+	a := h.joinFrames("t")
+	assert.False(t, a.shared(), "one stream shares with nobody")
+	b := h.joinFrames("t")
+	assert.Same(t, a, b)
+	assert.True(t, a.shared())
+	other := h.joinFrames("u")
+	assert.NotSame(t, a, other)
+	h.leaveFrames(b)
+	assert.False(t, a.shared())
+	h.leaveFrames(a)
+	h.leaveFrames(other)
+	assert.Empty(t, h.frames, "the last stream out lets the frames go")
 }

@@ -76,6 +76,7 @@ type stream struct {
 	deltas protocol.Deltas
 	// wake is all the stream waits for: the pull, the heartbeat timer, the
 	// client's going and Shutdown each signal it.
+	frames  *sharedFrames // what the thread's streams share
 	wake    waker
 	beat    *time.Timer // fires once a heartbeat after the last flush, or later
 	beatDue atomic.Bool
@@ -118,6 +119,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
 		thread: id.String(), delivered: from.Seq, deltas: from.Resume(), wake: wake,
 	}
+	s.frames = h.joinFrames(s.thread)
+	defer h.leaveFrames(s.frames)
 	s.beat = time.AfterFunc(h.opts.Heartbeat, func() {
 		s.beatDue.Store(true)
 		wake.kick()
@@ -251,7 +254,12 @@ func (s *stream) show(e event.Event, v view) (end bool, err error) {
 		}
 		return end, s.put(out)
 	}
-	f, ok := s.h.shared.get(key)
+	shared := s.frames.shared()
+	var f sse.Frame
+	ok := false
+	if shared {
+		f, ok = s.frames.get(key)
+	}
 	if !ok {
 		out := v.render(e)
 		if key.ahead {
@@ -261,7 +269,9 @@ func (s *stream) show(e event.Event, v view) (end bool, err error) {
 			s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(out), "err", err)
 			return end, nil
 		}
-		s.h.shared.put(key, f)
+		if shared {
+			s.frames.put(key, f)
+		}
 	}
 	return end, s.putFrame(f)
 }
