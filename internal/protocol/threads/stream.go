@@ -74,9 +74,9 @@ type stream struct {
 	// deltas keeps the message text sent ahead of its commit (previews)
 	// from being sent again when the commit arrives.
 	deltas protocol.Deltas
+	frames *sharedFrames // what the thread's streams share
 	// wake is all the stream waits for: the pull, the heartbeat timer, the
 	// client's going and Shutdown each signal it.
-	frames  *sharedFrames // what the thread's streams share
 	wake    waker
 	beat    *time.Timer // fires once a heartbeat after the last flush, or later
 	beatDue atomic.Bool
