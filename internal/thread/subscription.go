@@ -18,7 +18,8 @@ var errUnsubscribed = errors.New("thread: unsubscribed")
 // Subscription delivers one thread's committed events to one consumer. Its
 // pump reads the log and the bus subscription and hands events on: for
 // Subscribe, one goroutine, the only sender on Events; for Watch, a
-// goroutine only while there is something to hand on (lazyWatch). The
+// goroutine only while there is something to hand on (lazyWatch); for
+// Pull, the consumer's own goroutine, inside Pull.Next. The
 // bounded queue is the bus subscription's: while the consumer does not take
 // an event, the pump waits and live events gather there until the bus ends
 // the subscription with ErrSlowConsumer.

@@ -88,7 +88,7 @@ type Service struct {
 	mu     sync.Mutex
 	closed bool
 	subs   map[*Subscription]struct{}
-	wg     sync.WaitGroup // one per subscription pump
+	wg     sync.WaitGroup // one per open subscription, from its start to its end
 }
 
 // New returns a Service that keeps events in log and fans them out over b.

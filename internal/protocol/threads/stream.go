@@ -246,34 +246,40 @@ func (s *stream) show(e event.Event, v view) (end bool, err error) {
 		// delta that will commit it.)
 		key.at, key.ahead = pos, true
 	}
-	if cut {
-		// The rest of a delta partly sent ahead: this stream's own.
-		out := v.render(e)
-		if key.ahead {
-			setEventID(&out, key.at.String())
-		}
-		return end, s.put(out)
+	// The rest of a delta partly sent ahead is this stream's own, and a
+	// thread with one stream has nobody to share with.
+	if cut || !s.frames.shared() {
+		return end, s.put(s.rendered(v, e, key))
 	}
-	shared := s.frames.shared()
-	var f sse.Frame
-	ok := false
-	if shared {
-		f, ok = s.frames.get(key)
-	}
+	f, ok := s.frames.get(key)
 	if !ok {
-		out := v.render(e)
-		if key.ahead {
-			setEventID(&out, key.at.String())
-		}
-		if f, err = encodeFrame(out); err != nil {
-			s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(out), "err", err)
+		if f, ok = s.encode(s.rendered(v, e, key)); !ok {
 			return end, nil
 		}
-		if shared {
-			s.frames.put(key, f)
-		}
+		s.frames.put(key, f)
 	}
 	return end, s.putFrame(f)
+}
+
+// rendered is the SSE event e shows as on this stream: v's rendering, with
+// the id of its position when it is ahead of the log.
+func (s *stream) rendered(v view, e event.Event, key sharedKey) threadsapi.StreamEvent {
+	out := v.render(e)
+	if key.ahead {
+		setEventID(&out, key.at.String())
+	}
+	return out
+}
+
+// encode encodes e for the wire. An event that does not match the
+// document is logged and skipped (ok false) rather than sent.
+func (s *stream) encode(e threadsapi.StreamEvent) (f sse.Frame, ok bool) {
+	f, err := encodeFrame(e)
+	if err != nil {
+		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
+		return sse.Frame{}, false
+	}
+	return f, true
 }
 
 // endIfQuiet ends the stream with v.quiet when the thread has no active
@@ -314,15 +320,12 @@ func (s *stream) fail(what string, err error) {
 	_ = s.send(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received."))
 }
 
-// put writes one event without flushing it. An event that does not match
-// the document is logged and skipped rather than sent.
+// put writes one event without flushing it (see encode).
 func (s *stream) put(e threadsapi.StreamEvent) error {
-	f, err := encodeFrame(e)
-	if err != nil {
-		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
-		return nil
+	if f, ok := s.encode(e); ok {
+		return s.putFrame(f)
 	}
-	return s.putFrame(f)
+	return nil
 }
 
 // putFrame writes one encoded event without flushing it; the first event
