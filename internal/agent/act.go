@@ -136,8 +136,10 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 // and tool.exec.completed.
 func (r *run) exec(ctx context.Context, j job) tools.Result {
 	r.emit(event.ToolExecStarted{CallID: j.call.ID, Name: j.call.Name})
-	// A tool changes the world: it runs only once its call is in the log.
-	if err := r.flush(); err != nil {
+	// A tool changes the world: it runs only once its call is in the log,
+	// and never for a run whose events are dropped (superseded, or
+	// undone before it was the thread's).
+	if err := r.flush(); err != nil || r.superseded() {
 		return tools.Result{Content: "Not run: the run's events could not be stored.", IsError: true}
 	}
 	out := func(stream, text string) {

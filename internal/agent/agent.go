@@ -249,8 +249,10 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 var errJournal = errors.New("the run's events could not be stored")
 
 // ErrSuperseded, as the cause of a run's cancellation, says another server
-// has taken the run's thread over and ended the run in its log: the run
-// stops and records nothing more.
+// has taken the run's thread over and ended the run in its log, or (as
+// the runs package uses it) that the run was started ahead of the commit
+// that would have made the thread its own, and that commit did not: the
+// run stops and records nothing more, and runs no tool.
 var ErrSuperseded = errors.New("the run's thread was taken over by another server")
 
 // run is the state of one run.

@@ -409,8 +409,8 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 		if err := m.claim(ctx, claim); err != nil {
 			return Posted{}, err
 		}
-		o, err := m.adopt(ctx, thread)
-		if err != nil {
+		o := &owner{thread: thread}
+		if err := m.adopt(ctx, o); err != nil {
 			m.release(claim)
 			return Posted{}, adoptError(err)
 		}
@@ -425,18 +425,34 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	if err != nil {
 		return Posted{}, err
 	}
+	msg := userMessage(thread, *first)
+	o := &owner{thread: thread}
+	// The run starts now, ahead of the commit that claims the thread and
+	// records its message (ahead.go), where the Log allows; from here on
+	// the run is undone, not st.
+	var ah *ahead
+	if !first.Options.Compact {
+		if ah, err = m.goAhead(ctx, msg); err != nil {
+			st.undo()
+			return Posted{}, err
+		}
+	}
+	undo := st.undo
+	if ah != nil {
+		m.launch(o, claim, *first, st, ah.after(), ah)
+		undo = ah.fail
+	}
 	// Claim and record the user's message in one commit where the store
-	// can: the run then waits for one commit before it calls the model,
-	// not two.
+	// can.
 	var (
 		after    int64
 		recorded bool
 	)
 	if ca, ok := m.cfg.Log.(claimAppender); ok && !first.Options.Compact {
-		committed, done, err := ca.ClaimAndAppend(ctx, claim, m.cfg.Lease, userMessage(thread, *first))
+		committed, done, err := ca.ClaimAndAppend(ctx, claim, m.cfg.Lease, msg)
 		if done {
 			if err != nil {
-				st.undo()
+				undo()
 				if errors.Is(err, store.ErrRunClaimed) {
 					return Posted{}, errClaimed
 				}
@@ -447,19 +463,18 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	}
 	if !recorded {
 		if err := m.claim(ctx, claim); err != nil {
-			st.undo()
+			undo()
 			return Posted{}, err
 		}
 	}
-	o, err := m.adopt(ctx, thread)
-	if err != nil {
+	if err := m.adopt(ctx, o); err != nil {
 		if recorded {
 			// The message is in the log: its run ends there as failed,
 			// so that nobody waits for it.
 			m.endUnstarted(thread, first.runID)
 		}
 		m.release(claim)
-		st.undo()
+		undo()
 		if recorded {
 			return Posted{}, fmt.Errorf("take the thread's commands: %w", err)
 		}
@@ -467,13 +482,25 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	}
 	o.mu.Lock()
 	if !recorded {
-		if after, err = m.record(ctx, thread, *first); err != nil {
-			st.undo()
+		if after, err = m.record(ctx, *first, msg); err != nil {
+			undo()
 			m.abandon(o, claim)
 			return Posted{}, err
 		}
 	}
-	m.launch(o, claim, *first, st, after)
+	switch {
+	case ah == nil:
+		m.launch(o, claim, *first, st, after, nil)
+	case !ah.commit(after):
+		// Something was committed between the history the run read
+		// and its message: the run starts again, the ordinary way.
+		if st, err = m.ready(ctx, thread, first.Options); err != nil {
+			m.endUnstarted(thread, first.runID)
+			m.abandon(o, claim)
+			return Posted{}, err
+		}
+		m.launch(o, claim, *first, st, after, nil)
+	}
 	o.mu.Unlock()
 	return Posted{Run: first.runID, MessageID: first.messageID}, nil
 }
@@ -513,21 +540,20 @@ func userMessage(thread string, in Input) event.Event {
 	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
 }
 
-// adopt makes this Manager the thread's command handler; the thread's claim
-// is already this node's.
-func (m *Manager) adopt(ctx context.Context, thread string) (*owner, error) {
-	o := &owner{thread: thread}
-	stop, err := m.cfg.Bus.HandleCommands(ctx, thread, func(ctx context.Context, cmd event.Command) error {
+// adopt makes this Manager the handler of o's thread's commands; the
+// thread's claim is already this node's.
+func (m *Manager) adopt(ctx context.Context, o *owner) error {
+	stop, err := m.cfg.Bus.HandleCommands(ctx, o.thread, func(ctx context.Context, cmd event.Command) error {
 		return m.handle(ctx, o, cmd)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	o.stop = stop
 	m.mu.Lock()
-	m.owned[thread] = o
+	m.owned[o.thread] = o
 	m.mu.Unlock()
-	return o, nil
+	return nil
 }
 
 // abandon ends an ownership whose first run could not start. o.mu is held;
@@ -632,12 +658,12 @@ func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in 
 	if err != nil {
 		return err
 	}
-	after, err := m.record(ctx, o.thread, in)
+	after, err := m.record(ctx, in, userMessage(o.thread, in))
 	if err != nil {
 		st.undo()
 		return err
 	}
-	m.launch(o, claim, in, st, after)
+	m.launch(o, claim, in, st, after, nil)
 	return nil
 }
 
@@ -676,13 +702,13 @@ func (m *Manager) ready(ctx context.Context, thread string, opts event.RunOption
 	return &starting{m: m, spec: spec, release: release}, nil
 }
 
-// record commits in's user message and returns its seq; a compaction
+// record commits in's user message msg and returns its seq; a compaction
 // (RunOptions.Compact) carries none, and records nothing.
-func (m *Manager) record(ctx context.Context, thread string, in Input) (int64, error) {
+func (m *Manager) record(ctx context.Context, in Input, msg event.Event) (int64, error) {
 	if in.Options.Compact {
 		return 0, nil
 	}
-	committed, err := m.cfg.Log.Append(ctx, thread, userMessage(thread, in))
+	committed, err := m.cfg.Log.Append(ctx, msg.Thread, msg)
 	if err != nil {
 		return 0, fmt.Errorf("record the user's message: %w", err)
 	}
@@ -690,9 +716,14 @@ func (m *Manager) record(ctx context.Context, thread string, in Input) (int64, e
 }
 
 // launch starts the run st made ready, after seq after (its user message's).
-// o.mu is held.
-func (m *Manager) launch(o *owner, claim store.RunClaim, in Input, st *starting, after int64) {
+// o.mu is held, or o is not yet adopted. A run launched with ah is ahead
+// of its commit (ahead.go): until ah is decided it touches neither o nor
+// anything anyone else sees, and once undone it ends without them.
+func (m *Manager) launch(o *owner, claim store.RunClaim, in Input, st *starting, after int64, ah *ahead) {
 	runCtx, cancel := context.WithCancelCause(m.ctx)
+	if ah != nil {
+		ah.cancel = cancel
+	}
 	a := &active{id: in.runID, cancel: cancel, inbox: agent.NewInbox()}
 	o.run = a
 	spec := st.spec
@@ -704,7 +735,11 @@ func (m *Manager) launch(o *owner, claim store.RunClaim, in Input, st *starting,
 		if st.release != nil {
 			defer st.release()
 		}
-		if err := m.cfg.Runner.Run(runCtx, spec, journal{m.cfg.Log, o.thread}, a.inbox); err != nil {
+		err := m.cfg.Runner.Run(runCtx, spec, journal{m.cfg.Log, o.thread, ah}, a.inbox)
+		if ah != nil && !ah.wait() {
+			return // undone: the thread is not this run's
+		}
+		if err != nil {
 			m.logger.Error("run lost its journal", "thread", o.thread, "run", in.runID, "err", err)
 		}
 		o.mu.Lock()
@@ -897,8 +932,8 @@ func (m *Manager) reap(ctx context.Context) {
 			m.logger.Error("end a dead node's run", "thread", c.Thread, "err", err)
 			continue // the claim runs out again, and is tried again
 		}
-		o, err := m.adopt(ctx, c.Thread)
-		if err != nil {
+		o := &owner{thread: c.Thread}
+		if err := m.adopt(ctx, o); err != nil {
 			m.logger.Error("handle a taken-over thread's commands", "thread", c.Thread, "err", err)
 			m.release(mine)
 			continue
@@ -964,13 +999,21 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	m.cancel()
 }
 
-// journal is a thread's Log as one run sees it.
+// journal is a thread's Log as one run sees it; a run started ahead of
+// its commit sees it through that commit's gate.
 type journal struct {
 	log    Log
 	thread string
+	ahead  *ahead // nil: the run's user message was committed before it started
 }
 
+// Append implements agent.Journal. A run started ahead of its commit
+// appends once the commit is in; when the run was undone, what it appends
+// is dropped (the run's context says why).
 func (j journal) Append(ctx context.Context, events ...event.Event) ([]event.Event, error) {
+	if j.ahead != nil && !j.ahead.wait() {
+		return nil, nil
+	}
 	return j.log.Append(ctx, j.thread, events...)
 }
 
@@ -983,6 +1026,9 @@ type previewLog interface {
 
 // Preview implements agent.Previewer.
 func (j journal) Preview(e event.Event) {
+	if j.ahead != nil && !j.ahead.wait() {
+		return
+	}
 	if p, ok := j.log.(previewLog); ok {
 		p.Preview(j.thread, e)
 	}
@@ -1001,5 +1047,8 @@ func (j journal) WaitsForCommits() bool {
 }
 
 func (j journal) History(ctx context.Context) ([]event.Event, error) {
+	if j.ahead != nil {
+		return j.ahead.history(ctx, j.log)
+	}
 	return j.log.History(ctx, j.thread)
 }

@@ -57,9 +57,26 @@ type watched struct {
 	apart bool
 	// together counts the runs claimed with their message in one commit.
 	together int
+	// beforeMessage, when set, is called before a user's message is
+	// committed; an error it returns is the commit's.
+	beforeMessage func(msg event.Event) error
+}
+
+// hold calls beforeMessage when events begin with a user's message.
+func (w *watched) hold(events []event.Event) error {
+	w.mu.Lock()
+	hook := w.beforeMessage
+	w.mu.Unlock()
+	if hook == nil || len(events) == 0 || events[0].Type() != event.TypeMessageUser {
+		return nil
+	}
+	return hook(events[0])
 }
 
 func (w *watched) Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error) {
+	if err := w.hold(events); err != nil {
+		return nil, err
+	}
 	out, err := w.Log.Append(ctx, thread, events...)
 	if err == nil {
 		w.saw(out)
@@ -75,6 +92,9 @@ func (w *watched) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease ti
 	w.mu.Unlock()
 	if !ok || apart {
 		return nil, false, nil
+	}
+	if err := w.hold(events); err != nil {
+		return nil, true, err
 	}
 	out, err := ca.ClaimAndAppend(ctx, c, lease, events...)
 	if err == nil {

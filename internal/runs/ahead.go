@@ -1,0 +1,118 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/agentwire/agentwire/internal/agent"
+	"github.com/agentwire/agentwire/internal/event"
+)
+
+// A run that starts a thread's ownership is started ahead of its commit:
+// the commit that claims the thread and records the user's message (a
+// synced write, the longest step of a post) is made while the run reads
+// its history and calls the model, instead of before. The run's journal
+// holds back everything the run writes or previews until the commit is in,
+// so no client sees any of it sooner than before, and a tool runs only
+// once its call is committed, as always.
+//
+// The run's history is the log as read after the thread's last seq was
+// taken, with the user's message after it: exact when the message is then
+// committed right after that seq. When anything else was committed in
+// between, or the claim goes to another node, the run is undone (its
+// context cancelled with errUndone, everything it wrote dropped); in the
+// first case a run is started again the ordinary way. The price of a
+// failed start is a model call made for nothing.
+
+// errUndone is the cause an ahead run is cancelled with when its start is
+// undone: like a superseded run, it records nothing more.
+var errUndone = fmt.Errorf("%w: the run started ahead of a commit that did not make it the thread's", agent.ErrSuperseded)
+
+// ahead is the gate of a run started ahead of its commit.
+type ahead struct {
+	msg     event.Event // the user's message, with the seq the run's history gives it
+	cancel  context.CancelCauseFunc
+	decided chan struct{} // closed by open or fail
+
+	mu   sync.Mutex
+	open bool // the commit is in, at msg.Seq; else, once decided, undone
+}
+
+// lastSeqer is a Log that reads a thread's last seq (thread.Service).
+type lastSeqer interface {
+	LastSeq(ctx context.Context, thread string) (int64, error)
+}
+
+// goAhead prepares the gate of a run, whose user message is msg, to be
+// started ahead of its commit, or returns nil when this Log cannot tell
+// whether the run's history would be exact.
+func (m *Manager) goAhead(ctx context.Context, msg event.Event) (*ahead, error) {
+	ls, ok := m.cfg.Log.(lastSeqer)
+	if !ok {
+		return nil, nil
+	}
+	last, err := ls.LastSeq(ctx, msg.Thread)
+	if err != nil {
+		return nil, fmt.Errorf("read the thread's last seq: %w", err)
+	}
+	msg.Seq = last + 1
+	return &ahead{msg: msg, decided: make(chan struct{})}, nil
+}
+
+// after is the seq the run's events follow: its user message's.
+func (a *ahead) after() int64 { return a.msg.Seq }
+
+// commit lets the run's events out, its user message committed at seq. It
+// reports false, having undone the run, when seq is not the one the
+// run's history gave the message: something was committed in between.
+func (a *ahead) commit(seq int64) bool {
+	if seq != a.msg.Seq {
+		a.fail()
+		return false
+	}
+	a.mu.Lock()
+	a.open = true
+	a.mu.Unlock()
+	close(a.decided)
+	return true
+}
+
+// fail undoes the run: its context is cancelled first, so that what it
+// wrote is dropped, not reported as a failed append.
+func (a *ahead) fail() {
+	a.cancel(errUndone)
+	close(a.decided)
+}
+
+// wait waits for the commit and reports whether the run is on.
+func (a *ahead) wait() bool {
+	<-a.decided
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.open
+}
+
+// history is the run's history before its commit is known: the thread's
+// conversation read now, and the user's message after it unless the read
+// found it committed already.
+func (a *ahead) history(ctx context.Context, log Log) ([]event.Event, error) {
+	select {
+	case <-a.decided:
+		if !a.wait() {
+			return nil, errUndone
+		}
+		return log.History(ctx, a.msg.Thread)
+	default:
+	}
+	hist, err := log.History(ctx, a.msg.Thread)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(hist) - 1; i >= 0 && hist[i].Seq >= a.msg.Seq; i-- {
+		if hist[i].ID == a.msg.ID {
+			return hist, nil
+		}
+	}
+	return append(hist, a.msg), nil
+}
