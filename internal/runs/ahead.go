@@ -33,10 +33,13 @@ var errUndone = fmt.Errorf("%w: the run started ahead of a commit that did not m
 type ahead struct {
 	msg     event.Event // the user's message, with the seq the run's history gives it
 	cancel  context.CancelCauseFunc
-	decided chan struct{} // closed by open or fail
+	preview func(event.Event) // the Log's, or nil
+	decided chan struct{}     // closed by commit or fail
 
-	mu   sync.Mutex
-	open bool // the commit is in, at msg.Seq; else, once decided, undone
+	mu     sync.Mutex
+	open   bool          // the commit is in, at msg.Seq
+	undone bool          // the run is undone (fail)
+	held   []event.Event // previews made before the commit, sent by commit
 }
 
 // lastSeqer is a Log that reads a thread's last seq (thread.Service).
@@ -57,7 +60,11 @@ func (m *Manager) goAhead(ctx context.Context, msg event.Event) (*ahead, error) 
 		return nil, fmt.Errorf("read the thread's last seq: %w", err)
 	}
 	msg.Seq = last + 1
-	return &ahead{msg: msg, decided: make(chan struct{})}, nil
+	a := &ahead{msg: msg, decided: make(chan struct{})}
+	if p, ok := m.cfg.Log.(previewLog); ok {
+		a.preview = func(e event.Event) { p.Preview(msg.Thread, e) }
+	}
+	return a, nil
 }
 
 // after is the seq the run's events follow: its user message's.
@@ -73,8 +80,29 @@ func (a *ahead) commit(seq int64) bool {
 	}
 	a.mu.Lock()
 	a.open = true
+	for _, e := range a.held {
+		a.preview(e)
+	}
+	a.held = nil
 	a.mu.Unlock()
 	close(a.decided)
+	return true
+}
+
+// hold takes a preview e of the run: it keeps it for commit to send while
+// the commit is not in, and drops it once the run is undone. It reports
+// false when e is to be sent now. Previews are made on the run's
+// goroutine, which must not wait for the commit: it reads its history and
+// calls the model meanwhile.
+func (a *ahead) hold(e event.Event) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.open:
+		return false
+	case !a.undone:
+		a.held = append(a.held, e)
+	}
 	return true
 }
 
@@ -82,6 +110,9 @@ func (a *ahead) commit(seq int64) bool {
 // wrote is dropped, not reported as a failed append.
 func (a *ahead) fail() {
 	a.cancel(errUndone)
+	a.mu.Lock()
+	a.undone, a.held = true, nil
+	a.mu.Unlock()
 	close(a.decided)
 }
 

@@ -103,7 +103,7 @@ func seeModel(t *testing.T, e *env, policy tools.Policy) (*seenModel, *ranTools)
 	model := &seenModel{Model: scripted.New(scn, scripted.WithPacing(scripted.Pacing{})),
 		called: make(chan struct{}), answered: make(chan struct{})}
 	box := &ranTools{Toolbox: builtin.New(root, builtin.Options{})}
-	e.agent = agent.New(agent.Config{Model: model, Tools: box, Policy: policy})
+	e.agent = agent.New(agent.Config{Model: model, Tools: box, Policy: policy, LiveDeltas: time.Millisecond})
 	e.newManager()
 	return model, box
 }
@@ -134,11 +134,21 @@ func TestRunStartsAheadOfItsCommit(t *testing.T) {
 			for _, ev := range e.log.committed {
 				assert.NotEqual(t, msg.Run, ev.Run, "%s committed before the run's message", ev.Type())
 			}
+			assert.Empty(t, e.log.previewed, "previews sent before the run's message was committed")
 			return nil
 		}
 		p := e.post("t1", "hello")
 		end := e.log.waitFor(t, 1, ended(p.Run))
 		assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
+		msg := e.log.waitFor(t, 1, ofType(event.TypeMessageUser))
+		e.log.mu.Lock()
+		previewed := e.log.previewed
+		e.log.mu.Unlock()
+		require.NotEmpty(t, previewed, "the run previews its start and its text")
+		assert.Equal(t, event.TypeRunStarted, previewed[0].Type())
+		for _, pv := range previewed {
+			assert.GreaterOrEqual(t, pv.Preview, msg.Seq, "a preview placed before the run's message")
+		}
 		assert.Equal(t, []string{"message.user r", "run.started r", "run.completed r"}, e.events("t1", map[string]string{p.Run: "r"}))
 		assert.Equal(t, []string{"hello"}, model.sent(), "the model's one call, with the user's message")
 	})

@@ -1026,12 +1026,11 @@ type previewLog interface {
 
 // Preview implements agent.Previewer.
 func (j journal) Preview(e event.Event) {
-	if j.ahead != nil && !j.ahead.wait() {
+	p, ok := j.log.(previewLog)
+	if !ok || (j.ahead != nil && j.ahead.hold(e)) {
 		return
 	}
-	if p, ok := j.log.(previewLog); ok {
-		p.Preview(j.thread, e)
-	}
+	p.Preview(j.thread, e)
 }
 
 // Previews implements agent.Previewer.

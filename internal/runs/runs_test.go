@@ -60,7 +60,19 @@ type watched struct {
 	// beforeMessage, when set, is called before a user's message is
 	// committed; an error it returns is the commit's.
 	beforeMessage func(msg event.Event) error
+	// previewed are the previews runs sent, in order: an agent with
+	// LiveDeltas sends its deltas and marks ahead of their commit.
+	previewed []event.Event
 }
+
+func (w *watched) Preview(thread string, e event.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.previewed = append(w.previewed, e)
+}
+
+func (w *watched) Previews() bool              { return true }
+func (w *watched) WaitsForCommits(string) bool { return false }
 
 // hold calls beforeMessage when events begin with a user's message.
 func (w *watched) hold(events []event.Event) error {
