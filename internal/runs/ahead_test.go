@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
+	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/tools/builtin"
@@ -203,4 +205,42 @@ func TestRunStartedAheadOfAClaimItLoses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the post waits for the thread's owner")
 	assert.Equal(t, []string{"touch it"}, model.sent())
+}
+
+// TestConcurrentPostsCallTheModelOncePerPost posts to one thread from
+// several goroutines at once, over and over: a run goes ahead of its
+// commit only on a thread nothing else here is claiming or letting go,
+// so no run is undone for a lost claim, and the model is called once a
+// post.
+func TestConcurrentPostsCallTheModelOncePerPost(t *testing.T) {
+	claimModes(t, func(t *testing.T, e *env) {
+		model, _ := seeModel(t, e, tools.PolicySuggest)
+		const rounds, posters = 5, 8
+		var posted []runs.Posted
+		var mu sync.Mutex
+		for r := range rounds {
+			var wg sync.WaitGroup
+			for i := range posters {
+				wg.Go(func() {
+					p, err := e.m.Post(t.Context(), "t1", runs.Input{Text: fmt.Sprintf("post %d.%d", r, i)})
+					assert.NoError(t, err)
+					mu.Lock()
+					posted = append(posted, p)
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+		}
+		for _, p := range posted {
+			e.log.waitFor(t, 1, ended(p.Run))
+		}
+		assert.Equal(t, rounds*posters, len(model.sent()), "model calls, one a post")
+		started := 0
+		for _, ev := range e.events("t1", nil) {
+			if ev == "run.started ?" {
+				started++
+			}
+		}
+		assert.Equal(t, rounds*posters, started, "runs started")
+	})
 }

@@ -117,7 +117,8 @@ type Manager struct {
 	keeper     sync.WaitGroup // the lease keeper
 
 	mu       sync.Mutex
-	owned    map[string]*owner // the threads this node owns
+	owned    map[string]*owner        // the threads this node owns
+	busy     map[string]chan struct{} // threads being claimed or let go here (enter)
 	stopping bool
 }
 
@@ -182,7 +183,7 @@ func New(cfg Config) *Manager {
 		cfg.Lease = DefaultLease
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}}
+	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}, busy: map[string]chan struct{}{}}
 	kctx, stop := context.WithCancel(context.Background())
 	m.stopKeeper = stop
 	m.keeper.Go(func() { m.keepLeases(kctx) })
@@ -356,16 +357,22 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 		cmd.Options = &in.Options
 	}
 	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
-	err := m.cfg.Bus.Send(ctx, thread, cmd)
-	if err == nil {
-		return queued, nil
-	}
-	if !errors.Is(err, bus.ErrNoHandler) {
-		return Posted{}, err
-	}
-	posted, err := m.own(ctx, thread, &in)
-	if !errors.Is(err, errClaimed) {
-		return posted, err
+	for {
+		err := m.cfg.Bus.Send(ctx, thread, cmd)
+		if err == nil {
+			return queued, nil
+		}
+		if !errors.Is(err, bus.ErrNoHandler) {
+			return Posted{}, err
+		}
+		posted, err := m.own(ctx, thread, &in)
+		if errors.Is(err, errAskAgain) {
+			continue
+		}
+		if !errors.Is(err, errClaimed) {
+			return posted, err
+		}
+		break
 	}
 	// The thread is claimed but nobody takes its commands: its owner is
 	// handing it over, or died. The input waits in the store for whoever
@@ -403,6 +410,16 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	if m.isStopping() {
 		return Posted{}, ErrShuttingDown
 	}
+	leave, waited, owned, err := m.enter(ctx, thread)
+	if err != nil {
+		return Posted{}, err
+	}
+	defer leave()
+	if waited && first != nil {
+		// The thread was being claimed or let go here: its owner, if it
+		// has one now, takes the post.
+		return Posted{}, errAskAgain
+	}
 	claim := store.RunClaim{Thread: thread, Node: m.cfg.Node}
 	if first == nil {
 		claim.Run = "pending-" + event.NewID() // moved to the queue's first run
@@ -414,6 +431,7 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 			m.release(claim)
 			return Posted{}, adoptError(err)
 		}
+		leave() // the thread's commands reach o now; advance may let it go
 		o.mu.Lock()
 		m.advance(o, claim)
 		return Posted{}, nil
@@ -428,10 +446,11 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	msg := userMessage(thread, *first)
 	o := &owner{thread: thread}
 	// The run starts now, ahead of the commit that claims the thread and
-	// records its message (ahead.go), where the Log allows; from here on
-	// the run is undone, not st.
+	// records its message (ahead.go), where the Log allows. Nothing else
+	// here claims the thread meanwhile (enter), so the claim fails only
+	// when another node holds it; from here on the run is undone, not st.
 	var ah *ahead
-	if !first.Options.Compact {
+	if !first.Options.Compact && !owned {
 		if ah, err = m.goAhead(ctx, msg); err != nil {
 			st.undo()
 			return Posted{}, err
@@ -480,6 +499,7 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 		}
 		return Posted{}, adoptError(err)
 	}
+	leave()
 	o.mu.Lock()
 	if !recorded {
 		if after, err = m.record(ctx, *first, msg); err != nil {
@@ -503,6 +523,45 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	}
 	o.mu.Unlock()
 	return Posted{Run: first.runID, MessageID: first.messageID}, nil
+}
+
+// errAskAgain is own's answer to a post that waited for the thread
+// (enter): Post asks the thread's owner again.
+var errAskAgain = errors.New("ask the thread's owner again")
+
+// enter takes the thread for claiming it, or letting it go, here: it waits
+// while another goroutine of this Manager does either, and reports
+// whether it waited and whether this Manager owns the thread. One claim
+// at a time per thread here means a post's claim fails only when another
+// node holds the thread, so its run can start ahead of it (ahead.go).
+// leave gives the thread back; it may be called more than once.
+func (m *Manager) enter(ctx context.Context, thread string) (leave func(), waited, owned bool, err error) {
+	for {
+		m.mu.Lock()
+		busy, ok := m.busy[thread]
+		if !ok {
+			done := make(chan struct{})
+			m.busy[thread] = done
+			owned = m.owned[thread] != nil
+			m.mu.Unlock()
+			var once sync.Once
+			return func() {
+				once.Do(func() {
+					m.mu.Lock()
+					delete(m.busy, thread)
+					m.mu.Unlock()
+					close(done)
+				})
+			}, waited, owned, nil
+		}
+		m.mu.Unlock()
+		select {
+		case <-busy:
+			waited = true
+		case <-ctx.Done():
+			return nil, waited, false, ctx.Err()
+		}
+	}
 }
 
 // claim claims the thread for c.Run; errClaimed says another claim holds
@@ -808,6 +867,9 @@ func (m *Manager) advance(o *owner, claim store.RunClaim) {
 	}
 	o.released = true
 	o.mu.Unlock()
+	// Nobody here claims the thread while it is let go.
+	leave, _, _, _ := m.enter(context.Background(), o.thread)
+	defer leave()
 	m.disown(o)
 	// A stopping server keeps the claim of a thread whose queue still holds
 	// input, so that the next start (or another node, once the lease runs
@@ -820,6 +882,7 @@ func (m *Manager) advance(o *owner, claim store.RunClaim) {
 		}
 	}
 	m.release(claim)
+	leave()
 	if !m.isStopping() {
 		m.kick(stopCtx, o.thread)
 	}
