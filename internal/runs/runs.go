@@ -410,7 +410,7 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	if m.isStopping() {
 		return Posted{}, ErrShuttingDown
 	}
-	leave, waited, owned, err := m.enter(ctx, thread)
+	leave, waited, quiet, err := m.enter(ctx, thread)
 	if err != nil {
 		return Posted{}, err
 	}
@@ -446,11 +446,15 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	msg := userMessage(thread, *first)
 	o := &owner{thread: thread}
 	// The run starts now, ahead of the commit that claims the thread and
-	// records its message (ahead.go), where the Log allows. Nothing else
-	// here claims the thread meanwhile (enter), so the claim fails only
-	// when another node holds it; from here on the run is undone, not st.
+	// records its message (ahead.go), where the Log allows and no other
+	// run is starting here. Nothing else here claims the thread meanwhile
+	// (enter), so the claim fails only when another node holds it. While
+	// other runs start, their commits share the disk and their model calls
+	// the processors: a run that went ahead would only wait for its commit
+	// after the model's first words instead of before its call, holding
+	// them back. From here on the run is undone, not st.
 	var ah *ahead
-	if !first.Options.Compact && !owned {
+	if !first.Options.Compact && quiet {
 		if ah, err = m.goAhead(ctx, msg); err != nil {
 			st.undo()
 			return Posted{}, err
@@ -531,18 +535,19 @@ var errAskAgain = errors.New("ask the thread's owner again")
 
 // enter takes the thread for claiming it, or letting it go, here: it waits
 // while another goroutine of this Manager does either, and reports
-// whether it waited and whether this Manager owns the thread. One claim
-// at a time per thread here means a post's claim fails only when another
-// node holds the thread, so its run can start ahead of it (ahead.go).
-// leave gives the thread back; it may be called more than once.
-func (m *Manager) enter(ctx context.Context, thread string) (leave func(), waited, owned bool, err error) {
+// whether it waited and whether it is quiet here: no other thread is
+// being taken, and this Manager does not own this one. One claim at a time
+// per thread here means a post's claim fails only when another node holds
+// the thread, so its run can start ahead of it (ahead.go). leave gives
+// the thread back; it may be called more than once.
+func (m *Manager) enter(ctx context.Context, thread string) (leave func(), waited, quiet bool, err error) {
 	for {
 		m.mu.Lock()
 		busy, ok := m.busy[thread]
 		if !ok {
 			done := make(chan struct{})
+			quiet = len(m.busy) == 0 && m.owned[thread] == nil
 			m.busy[thread] = done
-			owned = m.owned[thread] != nil
 			m.mu.Unlock()
 			var once sync.Once
 			return func() {
@@ -552,7 +557,7 @@ func (m *Manager) enter(ctx context.Context, thread string) (leave func(), waite
 					m.mu.Unlock()
 					close(done)
 				})
-			}, waited, owned, nil
+			}, waited, quiet, nil
 		}
 		m.mu.Unlock()
 		select {
