@@ -49,22 +49,24 @@ type lastSeqer interface {
 
 // goAhead prepares the gate of a run, whose user message is msg, to be
 // started ahead of its commit, or returns nil when this Log cannot tell
-// whether the run's history would be exact.
-func (m *Manager) goAhead(ctx context.Context, msg event.Event) (*ahead, error) {
+// whether the run's history would be exact: it reads no last seq, or
+// could not read it now (the commit that follows then reports what is
+// wrong with the store).
+func (m *Manager) goAhead(ctx context.Context, msg event.Event) *ahead {
 	ls, ok := m.cfg.Log.(lastSeqer)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	last, err := ls.LastSeq(ctx, msg.Thread)
 	if err != nil {
-		return nil, fmt.Errorf("read the thread's last seq: %w", err)
+		return nil
 	}
 	msg.Seq = last + 1
 	a := &ahead{msg: msg, decided: make(chan struct{})}
 	if p, ok := m.cfg.Log.(previewLog); ok {
 		a.preview = func(e event.Event) { p.Preview(msg.Thread, e) }
 	}
-	return a, nil
+	return a
 }
 
 // after is the seq the run's events follow: its user message's.

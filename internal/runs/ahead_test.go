@@ -19,12 +19,9 @@ import (
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
-	"github.com/agentwire/agentwire/internal/llm/scripted"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/tools"
-	"github.com/agentwire/agentwire/internal/tools/builtin"
-	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
 // seenModel is the scripted model, reporting its calls: the requests it
@@ -93,18 +90,12 @@ func (t ranTool) Run(ctx context.Context, args json.RawMessage, out tools.Output
 	return t.Tool.Run(ctx, args, out)
 }
 
-// seeModel gives e's Manager an agent whose model is a seenModel, under
-// policy, and whose tools count their calls.
+// seeModel gives e's Manager an agent whose model is e's, seen (seenModel),
+// under policy, and whose tools are e's, counting their calls.
 func seeModel(t *testing.T, e *env, policy tools.Policy) (*seenModel, *ranTools) {
 	t.Helper()
-	scn, err := scripted.Parse("runs.yaml", []byte(scenario))
-	require.NoError(t, err)
-	root, err := sandbox.Open(e.workdir)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = root.Close() })
-	model := &seenModel{Model: scripted.New(scn, scripted.WithPacing(scripted.Pacing{})),
-		called: make(chan struct{}), answered: make(chan struct{})}
-	box := &ranTools{Toolbox: builtin.New(root, builtin.Options{})}
+	model := &seenModel{Model: e.model, called: make(chan struct{}), answered: make(chan struct{})}
+	box := &ranTools{Toolbox: e.tools}
 	e.agent = agent.New(agent.Config{Model: model, Tools: box, Policy: policy, LiveDeltas: time.Millisecond})
 	e.newManager()
 	return model, box

@@ -455,10 +455,7 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	// them back. From here on the run is undone, not st.
 	var ah *ahead
 	if !first.Options.Compact && quiet {
-		if ah, err = m.goAhead(ctx, msg); err != nil {
-			st.undo()
-			return Posted{}, err
-		}
+		ah = m.goAhead(ctx, msg)
 	}
 	undo := st.undo
 	if ah != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
@@ -183,6 +184,10 @@ type env struct {
 	bus     *hookedBus
 	agent   *agent.Agent
 	m       *runs.Manager
+	// model and tools are the agent's: the scripted model and the
+	// built-in tools in workdir.
+	model llm.Model
+	tools agent.Toolbox
 }
 
 // hookedBus is a bus with a hook before every Send: the moment a Post
@@ -215,11 +220,9 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { _ = root.Close() })
 	scn, err := scripted.Parse("runs.yaml", []byte(scenario))
 	require.NoError(t, err)
-	e.agent = agent.New(agent.Config{
-		Model:  scripted.New(scn, scripted.WithPacing(scripted.Pacing{})),
-		Tools:  builtin.New(root, builtin.Options{}),
-		Policy: tools.PolicySuggest,
-	})
+	e.model = scripted.New(scn, scripted.WithPacing(scripted.Pacing{}))
+	e.tools = builtin.New(root, builtin.Options{})
+	e.agent = agent.New(agent.Config{Model: e.model, Tools: e.tools, Policy: tools.PolicySuggest})
 	e.newManager()
 	return e
 }
