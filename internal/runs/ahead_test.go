@@ -235,3 +235,29 @@ func TestConcurrentPostsCallTheModelOncePerPost(t *testing.T) {
 		assert.Equal(t, rounds*posters, started, "runs started")
 	})
 }
+
+// TestActiveWhileARunStartsAhead asks for the thread's active run while a
+// run started ahead calls the model and its claim is not yet committed:
+// the run is active already, so that a client joining the thread then
+// does not take it for quiet.
+func TestActiveWhileARunStartsAhead(t *testing.T) {
+	claimModes(t, func(t *testing.T, e *env) {
+		model, _ := seeModel(t, e, tools.PolicySuggest)
+		active := make(chan string, 1)
+		e.log.beforeMessage = func(event.Event) error {
+			if err := waitClosed(model.called, "the model was not called before the message's commit"); err != nil {
+				return err
+			}
+			run, err := e.m.Active(context.Background(), "t1")
+			active <- run
+			return err
+		}
+		p := e.post("t1", "hello")
+		assert.Equal(t, p.Run, <-active, "the active run before its claim was committed")
+		e.log.waitFor(t, 1, ended(p.Run))
+		assert.Eventually(t, func() bool {
+			run, err := e.m.Active(t.Context(), "t1")
+			return err == nil && run == ""
+		}, testTimeout, time.Millisecond, "the run stops being active once it ended")
+	})
+}

@@ -119,6 +119,7 @@ type Manager struct {
 	mu       sync.Mutex
 	owned    map[string]*owner        // the threads this node owns
 	busy     map[string]chan struct{} // threads being claimed or let go here (enter)
+	starting map[string]string        // thread -> the run a post is starting here, until its claim is committed
 	stopping bool
 }
 
@@ -183,7 +184,7 @@ func New(cfg Config) *Manager {
 		cfg.Lease = DefaultLease
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}, busy: map[string]chan struct{}{}}
+	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}, busy: map[string]chan struct{}{}, starting: map[string]string{}}
 	kctx, stop := context.WithCancel(context.Background())
 	m.stopKeeper = stop
 	m.keeper.Go(func() { m.keepLeases(kctx) })
@@ -437,6 +438,11 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 		return Posted{}, nil
 	}
 	claim.Run = first.runID
+	// From here until the claim is committed (or fails), the thread's
+	// active run is first's as far as this node knows (Active): a run
+	// started ahead may already be calling the model, and a client that
+	// joins the thread meanwhile must not take it for quiet.
+	defer m.announce(thread, first.runID)()
 	// The run is made ready before the thread is claimed: a post whose run
 	// cannot start leaves the thread as it was.
 	st, err := m.ready(ctx, thread, first.Options)
@@ -524,6 +530,21 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	}
 	o.mu.Unlock()
 	return Posted{Run: first.runID, MessageID: first.messageID}, nil
+}
+
+// announce makes run the thread's active run as Active reports it here,
+// until the returned function is called.
+func (m *Manager) announce(thread, run string) (done func()) {
+	m.mu.Lock()
+	m.starting[thread] = run
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.starting[thread] == run {
+			delete(m.starting, thread)
+		}
+		m.mu.Unlock()
+	}
 }
 
 // errAskAgain is own's answer to a post that waited for the thread
@@ -1031,8 +1052,15 @@ func (m *Manager) Resolve(ctx context.Context, thread string, cmd event.Command)
 }
 
 // Active returns the id of the thread's active run, or "": the run its
-// claim names, whichever node runs it.
+// claim names, whichever node runs it, or a run a post is starting here
+// whose claim is not committed yet.
 func (m *Manager) Active(ctx context.Context, thread string) (string, error) {
+	m.mu.Lock()
+	run, ok := m.starting[thread]
+	m.mu.Unlock()
+	if ok {
+		return run, nil
+	}
 	c, ok, err := m.cfg.Claims.ActiveRun(ctx, thread)
 	if err != nil || !ok {
 		return "", err
