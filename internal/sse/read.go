@@ -64,6 +64,11 @@ func NewReaderSize(r io.Reader, maxEventBytes int) *Reader {
 // as Last-Event-ID when it reconnects.
 func (r *Reader) LastEventID() string { return r.lastID }
 
+// SetLastEventID sets the last event ID a stream starts with: the one the
+// client reconnected with, which an EventSource keeps until an event
+// brings another.
+func (r *Reader) SetLastEventID(id string) { r.lastID = id }
+
 // Retry returns the reconnection time the stream last asked for, or 0 if it
 // sent no valid retry field. Like the standard's, it takes effect even when
 // the block holding it dispatches no event.

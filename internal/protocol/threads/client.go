@@ -136,7 +136,14 @@ func (c *Client) Resume(ctx context.Context, threadID uuid.UUID, lastEventID str
 	if lastEventID != "" {
 		req.Header.Set("Last-Event-ID", lastEventID)
 	}
-	return c.open(req, false)
+	s, err := c.open(req, false)
+	if err != nil {
+		return nil, err
+	}
+	// As an EventSource does, the stream's position is the one it resumed
+	// from until an event moves it.
+	s.r.SetLastEventID(lastEventID)
+	return s, nil
 }
 
 func (c *Client) threadURL(threadID uuid.UUID, suffix string) string {

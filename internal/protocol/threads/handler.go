@@ -251,7 +251,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 		h.coreError(w, r, "post the message", err)
 		return
 	}
-	h.stream(w, r, id, p, wake, protocol.Position{Seq: p.Head()}, -1, &runView{projector: newProjector(id), run: posted.Run})
+	h.stream(w, r, id, p, wake, protocol.Position{Seq: p.Head()}, -1, -1, &runView{projector: newProjector(id), run: posted.Run})
 }
 
 // streamEvents resumes the thread's stream after Last-Event-ID.
@@ -261,12 +261,14 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var from protocol.Position
+	known := int64(-1)
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		var ok bool
 		if from, ok = parsePosition(v); !ok {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %q: must be an event id (a decimal sequence number, or seq:message_id:bytes as sent with text ahead of its commit)", v))
 			return
 		}
+		known = from.Seq
 	}
 	after := from.Seq
 	if !h.begin(w) {
@@ -292,7 +294,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "thread not found")
 		return
 	}
-	h.stream(w, r, id, p, wake, from, p.Head(), threadView{newProjector(id)})
+	h.stream(w, r, id, p, wake, from, known, p.Head(), threadView{newProjector(id)})
 }
 
 // parseThreadID parses the path's thread id: a UUID in the canonical

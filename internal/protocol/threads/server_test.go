@@ -659,13 +659,27 @@ func TestReconnectAndResume(t *testing.T) {
 	defer replay.Close()
 	require.Equal(t, got, readAll(t, replay))
 
-	// Resuming after the end answers done at once, with the same id.
-	again, err := h.client.Resume(t.Context(), thread, threads.EventID(got[len(got)-1]))
+	// Resuming after the end answers done at once, without an id field:
+	// the client has had every event, and its position stays where it
+	// was (as an EventSource keeps it, the client reports the id it
+	// resumed from).
+	lastID := threads.EventID(got[len(got)-1])
+	again, err := h.client.Resume(t.Context(), thread, lastID)
 	require.NoError(t, err)
 	defer again.Close()
 	end := readAll(t, again)
 	require.Len(t, end, 1)
-	assert.Equal(t, got[len(got)-1], end[0])
+	assert.Equal(t, threads.EventDone, string(end[0].Type))
+	assert.Equal(t, lastID, again.LastEventID(), "the client's position moved")
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, h.base+"/api/v1/threads/"+thread.String()+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "event: done\ndata: {}\n\n", string(raw), "a quiet thread's done, with no id the client had")
 
 	// An id past the thread's end is refused.
 	_, err = h.client.Resume(t.Context(), thread, "100000")

@@ -71,6 +71,10 @@ type stream struct {
 	sw        *sse.Writer
 	thread    string
 	delivered int64 // seq of the last log event taken from the feed
+	// known is the seq the client named in Last-Event-ID, or -1: an
+	// event the stream makes up (quiet, fail) carries an id only when it
+	// is past this, so that no id the client had comes to it again.
+	known int64
 	// deltas keeps the message text sent ahead of its commit (previews)
 	// from being sent again when the commit arrives.
 	deltas protocol.Deltas
@@ -106,18 +110,20 @@ const flushEvery = 64
 
 // stream answers 200 and streams what v shows of the thread's events from
 // p, which follows the thread after seq after and signals wake, until v
-// ends it, the client goes away, or Shutdown. When quietAt is not
+// ends it, the client goes away, or Shutdown. known is the position the
+// client named (Last-Event-ID), with a negative Seq when it named none.
+// When quietAt is not
 // negative, the stream checks whether the thread is quiet (see view.quiet)
 // as soon as it has delivered seq quietAt; it checks again whenever it has
 // been idle for a heartbeat.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p protocol.Pull, wake waker, from protocol.Position, quietAt int64, v view) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p protocol.Pull, wake waker, from protocol.Position, known, quietAt int64, v view) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
 
 	s := &stream{
 		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
-		thread: id.String(), delivered: from.Seq, deltas: from.Resume(), wake: wake,
+		thread: id.String(), delivered: from.Seq, known: known, deltas: from.Resume(), wake: wake,
 	}
 	s.frames = h.joinFrames(s.thread)
 	defer h.leaveFrames(s.frames)
@@ -308,8 +314,19 @@ func (s *stream) endIfQuiet(ctx context.Context, v view) bool {
 	if last > s.delivered {
 		return false
 	}
-	_ = s.send(v.quiet(s.delivered))
+	_ = s.send(s.madeUp(v.quiet(s.delivered)))
 	return true
+}
+
+// madeUp is e, an event the stream makes up at its position rather than
+// projects from the log, without its id when the client already had that
+// position: a client that resumed a quiet thread after its last event is
+// told done, but not at an id it had.
+func (s *stream) madeUp(e threadsapi.StreamEvent) threadsapi.StreamEvent {
+	if s.delivered <= s.known {
+		setEventID(&e, "")
+	}
+	return e
 }
 
 // fail logs why the stream cannot go on and tells the client with an
@@ -317,7 +334,7 @@ func (s *stream) endIfQuiet(ctx context.Context, v view) bool {
 // it loses nothing.
 func (s *stream) fail(what string, err error) {
 	s.h.log.Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
-	_ = s.send(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received."))
+	_ = s.send(s.madeUp(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received.")))
 }
 
 // put writes one event without flushing it (see encode).
