@@ -94,6 +94,8 @@ type Options struct {
 	Protocols []protocol.Registration
 	// Bus wraps the bus the server would use (tests observe commands).
 	Bus func(bus.Bus) bus.Bus
+	// Store wraps the store the server would use (tests hold its commits).
+	Store func(store.Store) store.Store
 	// Verify, when set, is given every frame and event the adapters send
 	// with its schema's verdict (see protocol.Env.Verify).
 	Verify func(proto string, frame []byte, err error)
@@ -135,6 +137,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	if s.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
+	}
+	if opts.Store != nil {
+		s.store = opts.Store(s.store)
 	}
 	if cfg.BusURL != "" {
 		// In a cluster every line says which node wrote it.
