@@ -38,6 +38,12 @@ func TestQuickRunAgainstRealProcesses(t *testing.T) {
 	cfg.RelayCmd = []string{exe}
 	cfg.RelayEnv = []string{relayEnv + "=1"}
 	cfg.Progress = testWriter{t}
+	// Built before the run, and not under its deadline: on a machine busy
+	// compiling other packages the build alone can take minutes.
+	t.Log("building agentwire (go build ./cmd/server)")
+	if cfg.ServerBin, err = buildServer(t.Context(), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
