@@ -123,17 +123,12 @@ type Runs interface {
 	DropQueue(ctx context.Context, thread string) (int, error)
 	// QueueLen says how many inputs wait in the thread's queue.
 	QueueLen(ctx context.Context, thread string) (int, error)
-}
 
-// ClaimAppender is a store that can claim a thread for a run and append
-// the run's first events (its user message) in one commit, so that a run
-// starts after one commit rather than two. Stores that cannot (PostgreSQL,
-// whose claims are not part of its batched appends) leave it out; their
-// callers claim, then append.
-type ClaimAppender interface {
 	// ClaimAndAppend is ClaimRun followed by Log.Append of events to
 	// c.Thread, committed together: when the claim fails (ErrRunClaimed
-	// among others) nothing is appended.
+	// among others) nothing is appended. A run then starts after one
+	// commit rather than two (SQLite makes both in its group commit;
+	// PostgreSQL in one transaction of their own).
 	ClaimAndAppend(ctx context.Context, c RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error)
 }
 

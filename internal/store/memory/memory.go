@@ -52,22 +52,57 @@ func New() *Log {
 // Append implements store.Log. Events are checked and encoded before the
 // lock is taken, so a bad event commits nothing.
 func (l *Log) Append(ctx context.Context, threadID string, events ...event.Event) ([]event.Event, error) {
+	out, recs, err := prepare(ctx, threadID, events)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, store.ErrClosed
+	}
+	l.appendLocked(threadID, out, recs)
+	return out, nil
+}
+
+// ClaimAndAppend implements store.Runs: the claim and the events are made
+// under one hold of the lock.
+func (l *Log) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
+	if err := checkClaim(c); err != nil {
+		return nil, err
+	}
+	out, recs, err := prepare(ctx, c.Thread, events)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.claimLocked(ctx, c, lease); err != nil {
+		return nil, err
+	}
+	l.appendLocked(c.Thread, out, recs)
+	return out, nil
+}
+
+// prepare checks and encodes events for the thread, as they will be
+// committed but for their seqs.
+func prepare(ctx context.Context, threadID string, events []event.Event) ([]event.Event, []record, error) {
 	if threadID == "" {
-		return nil, errors.New("memory: append: empty thread id")
+		return nil, nil, errors.New("memory: append: empty thread id")
 	}
 	if len(events) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	now := time.Now()
 	out := make([]event.Event, len(events))
 	recs := make([]record, len(events))
 	for i, e := range events {
 		if e.Thread != "" && e.Thread != threadID {
-			return nil, fmt.Errorf("memory: append to thread %q: event %d belongs to thread %q", threadID, i, e.Thread)
+			return nil, nil, fmt.Errorf("memory: append to thread %q: event %d belongs to thread %q", threadID, i, e.Thread)
 		}
 		data, err := event.EncodePayload(e.Payload)
 		if err != nil {
-			return nil, fmt.Errorf("memory: append to thread %q: event %d: %w", threadID, i, err)
+			return nil, nil, fmt.Errorf("memory: append to thread %q: event %d: %w", threadID, i, err)
 		}
 		e.Thread = threadID
 		if e.ID == "" {
@@ -81,24 +116,24 @@ func (l *Log) Append(ctx context.Context, threadID string, events ...event.Event
 		// live and replayed copies of an event are the same.
 		typ := e.Type()
 		if e.Payload, err = event.DecodePayload(typ, data); err != nil {
-			return nil, fmt.Errorf("memory: append to thread %q: event %d: %w", threadID, i, err)
+			return nil, nil, fmt.Errorf("memory: append to thread %q: event %d: %w", threadID, i, err)
 		}
 		out[i] = e
 		e.Payload = nil
 		recs[i] = record{event: e, typ: typ, data: data}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	return out, recs, nil
+}
 
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, store.ErrClosed
-	}
+// appendLocked numbers and keeps prepared events. l.mu is held.
+func (l *Log) appendLocked(threadID string, out []event.Event, recs []record) {
+	now := normalize(time.Now())
 	t := l.threads[threadID]
 	if t == nil {
-		t = &thread{created: normalize(now)}
+		t = &thread{created: now}
 		l.threads[threadID] = t
 	}
 	last := int64(len(t.records))
@@ -107,8 +142,7 @@ func (l *Log) Append(ctx context.Context, threadID string, events ...event.Event
 		out[i].Seq = recs[i].event.Seq
 	}
 	t.records = append(t.records, recs...)
-	t.updated = normalize(now)
-	return out, nil
+	t.updated = now
 }
 
 // Read implements store.Log.
@@ -219,6 +253,11 @@ func (l *Log) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Duratio
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.claimLocked(ctx, c, lease)
+}
+
+// claimLocked is ClaimRun with l.mu held.
+func (l *Log) claimLocked(ctx context.Context, c store.RunClaim, lease time.Duration) error {
 	if err := l.usableLocked(ctx); err != nil {
 		return err
 	}

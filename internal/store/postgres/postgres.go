@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +55,12 @@ type Store struct {
 	schema string
 	commit *groupcommit.Committer
 	seqs   seqCache // the writer's (flush's)
-	closed atomic.Bool
+	// stale names threads whose last seq another transaction of this
+	// store moved (ClaimAndAppend): the writer drops them from seqs
+	// before its next batch.
+	staleMu sync.Mutex
+	stale   map[string]bool
+	closed  atomic.Bool
 	// threadLocks is how many threads a batch locks one by one
 	// (defaultThreadLocks; tests lower it).
 	threadLocks int
@@ -97,7 +103,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open %s: %w", cfg.ConnConfig.Host, err)
 	}
 	s := &Store{pool: pool, log: opts.Logger, schema: opts.Schema, threadLocks: defaultThreadLocks,
-		seqs: seqCache{last: map[string]int64{}}}
+		seqs: seqCache{last: map[string]int64{}}, stale: map[string]bool{}}
 	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents})
 	s.log.Info("postgres store open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database,
 		"schema", opts.Schema, "version", version)

@@ -9,7 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
+	"github.com/agentwire/agentwire/internal/store/internal/groupcommit"
 )
 
 var _ store.Runs = (*Store)(nil)
@@ -49,6 +51,82 @@ func (s *Store) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Durat
 		err = store.ErrRunClaimed
 	}
 	return err
+}
+
+// ClaimAndAppend implements store.Runs in a transaction of its own: the
+// append lock and the thread's lock as a batch takes them (lockThreads),
+// the claim, then the events numbered after the thread's last seq. The
+// writer's cached last seq of the thread is marked stale while the
+// thread's lock is held, so its next batch of the thread looks it up.
+func (s *Store) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
+	if err := checkClaim(c); err != nil {
+		return nil, err
+	}
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	a, err := groupcommit.Prepare(c.Thread, events)
+	if err != nil {
+		return nil, err
+	}
+	// As a claim is (exec), and as a write waits for its commit whatever
+	// ctx does: the caller must learn whether the claim was taken.
+	ctx = context.WithoutCancel(ctx)
+	committed, err := s.claimAndAppend(ctx, c, lease, a)
+	if err != nil && !errors.Is(err, store.ErrRunClaimed) {
+		return nil, fmt.Errorf("postgres: claim run %s and append: %w", c.Run, s.closedErr(err))
+	}
+	return committed, err
+}
+
+func (s *Store) claimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, a *groupcommit.Append) ([]event.Event, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx)
+	keys, shared := s.lockKeys([]string{c.Thread})
+	if _, err := tx.Exec(ctx, lockThreads, keys, shared); err != nil {
+		return nil, err
+	}
+	s.staleMu.Lock()
+	s.stale[c.Thread] = true
+	s.staleMu.Unlock()
+	tag, err := tx.Exec(ctx, `INSERT INTO runs (thread, run, node, since, expires)
+		VALUES ($1, $2, $3, now(), now() + $4 * interval '1 microsecond')
+		ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, lease.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, store.ErrRunClaimed
+	}
+	if a == nil {
+		return nil, tx.Commit(ctx)
+	}
+	n := len(a.Events)
+	tis, pos := make([]int64, n), make([]int64, n)
+	ids, runs, types := make([]string, n), make([]string, n), make([]string, n)
+	times := make([]time.Time, n)
+	for i, e := range a.Events {
+		tis[i], pos[i] = 1, int64(i+1)
+		ids[i], runs[i], types[i], times[i] = e.ID, e.Run, string(e.Type()), e.Time
+	}
+	var (
+		last   int64
+		server time.Time
+	)
+	if err := tx.QueryRow(ctx, appendEvents, []string{c.Thread}, []int64{-1}, tis, pos, ids, runs, types, times, a.Data,
+		time.Time{}, time.Now()).Scan(&last, &server); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, err
+	}
+	for i := range a.Events {
+		a.Events[i].Seq = last + int64(i) + 1
+	}
+	return a.Events, nil
 }
 
 // MoveRun implements store.Runs.

@@ -197,6 +197,12 @@ func lockHash(parts ...string) int64 {
 
 // flush commits one batch and numbers its events.
 func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) error {
+	s.staleMu.Lock()
+	for th := range s.stale {
+		delete(s.seqs.last, th)
+	}
+	clear(s.stale)
+	s.staleMu.Unlock()
 	n := 0
 	index := make(map[string]int64, len(batch)) // thread -> its index in threads, from 1
 	var threads []string

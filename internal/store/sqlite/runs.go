@@ -76,9 +76,7 @@ func claimWrite(c store.RunClaim, lease time.Duration) write {
 	}
 }
 
-var _ store.ClaimAppender = (*Store)(nil)
-
-// ClaimAndAppend implements store.ClaimAppender: the claim is the guard
+// ClaimAndAppend implements store.Runs: the claim is the guard
 // of the append in the group commit, so both are in one transaction.
 func (s *Store) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
 	if err := checkClaim(c); err != nil {

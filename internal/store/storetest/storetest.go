@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 	t.Run("CloseWithAppendsInFlight", s.closeWithAppendsInFlight)
 	t.Run("Reopen", s.reopenKeepsData)
 	t.Run("RunClaims", s.runClaims)
+	t.Run("ClaimAndAppend", s.claimAndAppend)
 	t.Run("RunLeases", s.runLeases)
 	t.Run("RunClaimsRace", s.runClaimsRace)
 	t.Run("RunQueue", s.runQueue)
@@ -788,6 +789,54 @@ func (s *suite) runClaims(t *testing.T) {
 	for _, bad := range []store.RunClaim{{Run: "r", Node: "n"}, {Thread: "t", Node: "n"}, {Thread: "t", Run: "r"}} {
 		assert.Error(t, l.ClaimRun(ctx, bad, lease), "ClaimRun(%+v)", bad)
 	}
+}
+
+// claimAndAppend claims threads and appends their first events in one
+// commit: on a new thread, on a thread with events, and on one another
+// claim holds (nothing is appended), with plain appends before and after
+// that must number on from where the claimed append left the thread.
+func (s *suite) claimAndAppend(t *testing.T) {
+	l := s.open(t)
+	ctx := t.Context()
+	c := store.RunClaim{Thread: "t1", Run: "r1", Node: "node-a"}
+	got, err := l.ClaimAndAppend(ctx, c, lease, fresh(2)...)
+	require.NoError(t, err)
+	requireGapless(t, "t1", got)
+	claim, ok, err := l.ActiveRun(ctx, "t1")
+	require.NoError(t, err)
+	require.True(t, ok, "claimed")
+	assert.Equal(t, "r1", claim.Run)
+
+	_, err = l.ClaimAndAppend(ctx, store.RunClaim{Thread: "t1", Run: "r2", Node: "node-b"}, lease, fresh(1)...)
+	assert.ErrorIs(t, err, store.ErrRunClaimed)
+	last, err := l.LastSeq(ctx, "t1")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), last, "a refused claim appended its events")
+
+	// Appends before and after the next claimed append number on without
+	// a gap or a clash, whatever a backend's writer remembered of the
+	// thread.
+	_, err = l.Append(ctx, "t1", fresh(3)...)
+	require.NoError(t, err)
+	require.NoError(t, l.ReleaseRun(ctx, c))
+	got, err = l.ClaimAndAppend(ctx, store.RunClaim{Thread: "t1", Run: "r3", Node: "node-a"}, lease, fresh(1)...)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, int64(6), got[0].Seq)
+	_, err = l.Append(ctx, "t1", fresh(2)...)
+	require.NoError(t, err)
+	requireGapless(t, "t1", readAll(t, l, "t1"))
+
+	// A claim with no events is a claim.
+	got, err = l.ClaimAndAppend(ctx, store.RunClaim{Thread: "t2", Run: "r4", Node: "node-a"}, lease)
+	require.NoError(t, err)
+	assert.Empty(t, got)
+	_, ok, err = l.ActiveRun(ctx, "t2")
+	require.NoError(t, err)
+	assert.True(t, ok)
+
+	_, err = l.ClaimAndAppend(ctx, store.RunClaim{Thread: "t3", Node: "n"}, lease, fresh(1)...)
+	assert.Error(t, err, "a claim without a run")
 }
 
 // runLeases lets a claim's lease run out: renewing keeps a node's claims,
