@@ -61,6 +61,23 @@ type Bus interface {
 	// called. stop is idempotent; once it returns, h is neither running nor
 	// called again. stop must not be called from h.
 	HandleCommands(ctx context.Context, thread string, h Handler) (stop func(), err error)
+
+	// Previews reports whether the bus carries previews (event.Event.Preview):
+	// deltas sent before they are committed to the thread's current
+	// subscribers that asked for them (WantPreviews). A bus that cannot
+	// carry them cheaply (one that crosses the network) does not; the
+	// committed delta brings the same text later.
+	Previews() bool
+	// Preview offers e to the thread's subscribers that take previews. A
+	// preview is offered, never owed: a subscriber whose queue is full
+	// misses it (and is not ended for it). On a bus that carries no
+	// previews it does nothing.
+	Preview(thread string, e event.Event)
+	// WaitsForCommits reports whether thread has a subscriber that sees
+	// each delta only once it is committed: one that takes no previews,
+	// or any, on a bus that carries none.
+	WaitsForCommits(thread string) bool
+
 	// Close ends every subscription with ErrClosed and stops every handler.
 	// Calls in flight finish first.
 	Close() error
@@ -97,20 +114,6 @@ type Subscription interface {
 // Transports that cross processes carry the error's text, not its identity;
 // only the bus's own errors survive errors.Is everywhere.
 type Handler func(ctx context.Context, cmd event.Command) error
-
-// A Previewer is a Bus that can also carry previews (event.Event.Preview):
-// deltas sent before they are committed to the thread's current
-// subscribers that asked for them (WantPreviews). A preview is offered,
-// never owed: a subscriber whose queue is full misses it (and is not ended
-// for it), and a bus that cannot carry previews cheaply (one that crosses
-// the network) simply is no Previewer; the committed delta brings the same
-// text later. The local bus is one.
-type Previewer interface {
-	Preview(thread string, e event.Event)
-	// WaitsForCommits reports whether thread has a subscriber that takes
-	// no previews, and so sees each delta only once it is committed.
-	WaitsForCommits(thread string) bool
-}
 
 type previewsKey struct{}
 

@@ -77,10 +77,18 @@ type Options struct {
 	PageSize int
 }
 
+// Store is what a Service keeps events in: the threads' logs, and the
+// commit that claims a thread for a run with the run's first events
+// (store.Runs.ClaimAndAppend). Every store.Store is one.
+type Store interface {
+	store.Log
+	ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error)
+}
+
 // Service is the thread service. It does not own its store or bus: close
 // them after the service.
 type Service struct {
-	log    store.Log
+	log    Store
 	bus    bus.Bus
 	logger *slog.Logger
 	opts   Options
@@ -93,7 +101,7 @@ type Service struct {
 
 // New returns a Service that keeps events in log and fans them out over b.
 // A nil logger discards.
-func New(log store.Log, b bus.Bus, logger *slog.Logger, opts Options) *Service {
+func New(log Store, b bus.Bus, logger *slog.Logger, opts Options) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -134,49 +142,32 @@ func (s *Service) publish(ctx context.Context, thread string, committed []event.
 	}
 }
 
-// ClaimAndAppend claims c's thread and appends events in one commit, and
-// publishes them, when the store can (store.ClaimAppender); ok is false
-// when it cannot, and then nothing was done.
-func (s *Service) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) (committed []event.Event, ok bool, err error) {
-	ca, ok := s.log.(store.ClaimAppender)
-	if !ok {
-		return nil, false, nil
-	}
+// ClaimAndAppend claims c's thread and appends events in one commit
+// (store.Runs.ClaimAndAppend), and publishes them.
+func (s *Service) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
 	if s.isClosed() {
-		return nil, true, ErrClosed
+		return nil, ErrClosed
 	}
-	committed, err = ca.ClaimAndAppend(ctx, c, lease, events...)
+	committed, err := s.log.ClaimAndAppend(ctx, c, lease, events...)
 	if err != nil || len(committed) == 0 {
-		return committed, true, err
+		return committed, err
 	}
 	s.publish(ctx, c.Thread, committed)
-	return committed, true, nil
+	return committed, nil
 }
 
 // Preview sends e, a delta not yet committed (event.Event.Preview says
 // after which seq it belongs), to the thread's live subscribers that take
-// previews, when the bus carries them (bus.Previewer); otherwise it does
-// nothing.
-func (s *Service) Preview(thread string, e event.Event) {
-	if p, ok := s.bus.(bus.Previewer); ok {
-		p.Preview(thread, e)
-	}
-}
+// previews, when the bus carries them (bus.Bus.Previews).
+func (s *Service) Preview(thread string, e event.Event) { s.bus.Preview(thread, e) }
 
 // WaitsForCommits reports whether a live subscriber of thread sees deltas
-// only once they are committed: one that takes no previews, or any, when
-// the bus carries none.
-func (s *Service) WaitsForCommits(thread string) bool {
-	p, ok := s.bus.(bus.Previewer)
-	return !ok || p.WaitsForCommits(thread)
-}
+// only once they are committed (bus.Bus.WaitsForCommits).
+func (s *Service) WaitsForCommits(thread string) bool { return s.bus.WaitsForCommits(thread) }
 
 // Previews reports whether Preview reaches anyone: whether the bus carries
 // previews.
-func (s *Service) Previews() bool {
-	_, ok := s.bus.(bus.Previewer)
-	return ok
-}
+func (s *Service) Previews() bool { return s.bus.Previews() }
 
 // Read returns up to limit of the thread's events after seq after
 // (store.Log.Read).

@@ -29,7 +29,7 @@ const wait = 10 * time.Second
 
 // setup returns a service over log and b, closed (with the bus) when the
 // test ends, and checked for leaked goroutines.
-func setup(t *testing.T, log store.Log, b bus.Bus, opts thread.Options) *thread.Service {
+func setup(t *testing.T, log thread.Store, b bus.Bus, opts thread.Options) *thread.Service {
 	t.Helper()
 	leaktest.Check(t, "github.com/agentwire/agentwire/")
 	if log == nil {
@@ -324,7 +324,7 @@ func TestSlowConsumerEndsOnlyItsOwnSubscription(t *testing.T) {
 // flakyLog commits appends, except every third one, which fails without
 // committing anything; it remembers the ids it committed.
 type flakyLog struct {
-	store.Log
+	thread.Store
 	calls     atomic.Int64
 	committed sync.Map // event id → struct{}
 }
@@ -335,7 +335,7 @@ func (l *flakyLog) Append(ctx context.Context, th string, events ...event.Event)
 	if l.calls.Add(1)%3 == 0 {
 		return nil, errFlaky
 	}
-	out, err := l.Log.Append(ctx, th, events...)
+	out, err := l.Store.Append(ctx, th, events...)
 	for _, e := range out {
 		l.committed.Store(e.ID, struct{}{})
 	}
@@ -364,7 +364,7 @@ func (b *checkingBus) Publish(ctx context.Context, th string, events []event.Eve
 }
 
 func TestSubscribersSeeOnlyCommittedEvents(t *testing.T) {
-	log := &flakyLog{Log: memory.New()}
+	log := &flakyLog{Store: memory.New()}
 	b := &checkingBus{Bus: local.New(), log: log}
 	svc := setup(t, log, b, thread.Options{})
 
@@ -497,7 +497,7 @@ func TestServiceClose(t *testing.T) {
 }
 
 // failingReads fails every Read.
-type failingReads struct{ store.Log }
+type failingReads struct{ thread.Store }
 
 var errRead = errors.New("read failed")
 
@@ -518,9 +518,8 @@ func TestStoreErrorEndsSubscription(t *testing.T) {
 }
 
 // TestClaimAndAppend claims a thread and appends its first event in one
-// commit on a store that can (SQLite): subscribers get the event; a second
-// claim is refused and appends nothing. On a store that cannot (memory),
-// the service says so and does nothing.
+// commit: subscribers get the event; a second claim is refused and
+// appends nothing.
 func TestClaimAndAppend(t *testing.T) {
 	st, err := sqlite.Open(t.Context(), sqlite.Options{Dir: t.TempDir(), Synchronous: "NORMAL"})
 	require.NoError(t, err)
@@ -530,9 +529,8 @@ func TestClaimAndAppend(t *testing.T) {
 	defer sub.Close()
 
 	user := event.Event{Run: "r1", Payload: event.MessageUser{MessageID: "m1", Text: "hi"}}
-	committed, ok, err := svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r1", Node: "n"}, time.Hour, user)
+	committed, err := svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r1", Node: "n"}, time.Hour, user)
 	require.NoError(t, err)
-	require.True(t, ok, "SQLite claims and appends in one commit")
 	require.Len(t, committed, 1)
 	select {
 	case e := <-sub.Events():
@@ -546,16 +544,10 @@ func TestClaimAndAppend(t *testing.T) {
 	require.True(t, held)
 	assert.Equal(t, "r1", claim.Run)
 
-	_, ok, err = svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r2", Node: "n"}, time.Hour,
+	_, err = svc.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r2", Node: "n"}, time.Hour,
 		event.Event{Run: "r2", Payload: event.MessageUser{MessageID: "m2", Text: "again"}})
-	assert.True(t, ok)
 	require.ErrorIs(t, err, store.ErrRunClaimed)
 	last, err := svc.LastSeq(ctx(t), "t")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), last, "a refused claim appends nothing")
-
-	mem := setup(t, nil, nil, thread.Options{})
-	_, ok, err = mem.ClaimAndAppend(ctx(t), store.RunClaim{Thread: "t", Run: "r1", Node: "n"}, time.Hour, user)
-	assert.False(t, ok)
-	assert.NoError(t, err)
 }

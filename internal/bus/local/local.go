@@ -59,9 +59,10 @@ func (b *Bus) Publish(ctx context.Context, thread string, events []event.Event) 
 	return nil
 }
 
-var _ bus.Previewer = (*Bus)(nil)
+// Previews implements bus.Bus: the local bus carries previews.
+func (b *Bus) Previews() bool { return true }
 
-// Preview implements bus.Previewer: it offers e to each of the thread's
+// Preview implements bus.Bus: it offers e to each of the thread's
 // subscribers that asked for previews (bus.WantPreviews), skipping those
 // whose queue is full.
 func (b *Bus) Preview(thread string, e event.Event) {
@@ -100,7 +101,7 @@ func (b *Bus) Subscribe(ctx context.Context, thread string, queue int) (bus.Subs
 	return s, nil
 }
 
-// WaitsForCommits implements bus.Previewer.
+// WaitsForCommits implements bus.Bus.
 func (b *Bus) WaitsForCommits(thread string) bool {
 	b.mu.RLock()
 	defer b.mu.RUnlock()

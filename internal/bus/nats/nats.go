@@ -427,6 +427,16 @@ type reply struct {
 	Name string `json:"name,omitempty"`
 }
 
+// Previews implements bus.Bus: previews do not cross the network; a
+// subscriber sees each delta once it is committed.
+func (b *Bus) Previews() bool { return false }
+
+// Preview implements bus.Bus: it does nothing (Previews).
+func (*Bus) Preview(string, event.Event) {}
+
+// WaitsForCommits implements bus.Bus: every subscriber waits for commits.
+func (*Bus) WaitsForCommits(string) bool { return true }
+
 // Send implements bus.Bus: a request to the thread's command subject. With
 // no handler anywhere NATS answers at once that nobody listens
 // (bus.ErrNoHandler); a handler that takes longer than RequestTimeout gets
