@@ -30,14 +30,13 @@ type Journal interface {
 	Append(ctx context.Context, events ...event.Event) ([]event.Event, error)
 	// History returns the thread's conversation events (store.Log.History).
 	History(ctx context.Context) ([]event.Event, error)
-}
 
-// A Previewer is a Journal that can send deltas to the thread's live
-// subscribers ahead of their commit (thread.Service.Preview).
-type Previewer interface {
-	// Preview sends e, an uncommitted delta marked with Event.Preview.
+	// Preview sends e, an uncommitted delta marked with Event.Preview, to
+	// the thread's live subscribers ahead of its commit
+	// (thread.Service.Preview).
 	Preview(e event.Event)
-	// Previews reports whether a preview reaches anyone.
+	// Previews reports whether a preview reaches anyone: a journal that
+	// sends none says false, and the run commits deltas as they come.
 	Previews() bool
 	// WaitsForCommits reports whether one of the thread's live
 	// subscribers takes no previews, and so sees deltas only once they
@@ -99,13 +98,13 @@ type Config struct {
 	CoalesceDeltas bool
 	// LiveDeltas, when positive, sends each streamed delta to the thread's
 	// live subscribers at once, ahead of its commit, when the journal can
-	// (Previewer), and lets the deltas of a stream gather for up to this
+	// (Journal.Previews), and lets the deltas of a stream gather for up to this
 	// long before they are committed as one event (see emitter). Zero
 	// delivers every event only once committed.
 	LiveDeltas time.Duration
 	// LiveDeltasUnwatched, when longer than LiveDeltas, is how long the
 	// deltas may gather instead while none of the thread's live
-	// subscribers waits for commits (Previewer.WaitsForCommits): each has
+	// subscribers waits for commits (Journal.WaitsForCommits): each has
 	// seen them already, so their commit only keeps them, and fewer,
 	// larger commits write less.
 	LiveDeltasUnwatched time.Duration
@@ -224,11 +223,10 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	pv, live := j.(Previewer)
-	live = live && a.cfg.LiveDeltas > 0 && pv.Previews()
+	live := a.cfg.LiveDeltas > 0 && j.Previews()
 	em := newEmitter(ctx, j, spec.Thread, spec.Run, a.cfg.CoalesceDeltas || live, func(err error) { stop(fmt.Errorf("%w: %w", errJournal, err)) })
 	if live {
-		em.previewing(pv, a.cfg.LiveDeltas, a.cfg.LiveDeltasUnwatched, spec.After)
+		em.previewing(j, a.cfg.LiveDeltas, a.cfg.LiveDeltasUnwatched, spec.After)
 	}
 	r := newRun(a, spec, em, inbox)
 	r.ctx = ctx

@@ -34,7 +34,7 @@ type emitter struct {
 	preview     func(event.Event)
 	window      time.Duration // how long a previewed delta may wait for its commit
 	unwatched   time.Duration // the same while no subscriber waits for commits
-	waits       func() bool   // whether a subscriber waits for commits (Previewer.WaitsForCommits)
+	waits       func() bool   // whether a subscriber waits for commits (Journal.WaitsForCommits)
 
 	mu   sync.Mutex
 	q    []item
@@ -80,7 +80,7 @@ func newEmitter(ctx context.Context, j Journal, thread, run string, coalesce boo
 // of the thread's subscribers waits for commits; after, when not zero, is
 // the seq of the thread's event before the run's first. Call it before the
 // first emit.
-func (e *emitter) previewing(pv Previewer, window, unwatched time.Duration, after int64) {
+func (e *emitter) previewing(pv Journal, window, unwatched time.Duration, after int64) {
 	e.preview, e.waits = pv.Preview, pv.WaitsForCommits
 	e.window, e.unwatched = window, max(window, unwatched)
 	e.offsets, e.base = map[string]int64{}, after

@@ -117,6 +117,11 @@ func (j *journal) History(ctx context.Context) ([]event.Event, error) {
 	return j.log.History(ctx, j.thread)
 }
 
+// A journal sends no previews: its runs commit deltas as they come.
+func (j *journal) Preview(event.Event)   {}
+func (j *journal) Previews() bool        { return false }
+func (j *journal) WaitsForCommits() bool { return true }
+
 // waitFor returns the n-th (from 1) committed event that satisfies match,
 // waiting for it to be committed.
 func (j *journal) waitFor(t *testing.T, n int, match func(event.Event) bool) event.Event {

@@ -33,7 +33,7 @@ var errUndone = fmt.Errorf("%w: the run started ahead of a commit that did not m
 type ahead struct {
 	msg     event.Event // the user's message, with the seq the run's history gives it
 	cancel  context.CancelCauseFunc
-	preview func(event.Event) // the Log's, or nil
+	preview func(event.Event) // the Log's
 	decided chan struct{}     // closed by commit or fail
 
 	mu     sync.Mutex
@@ -42,31 +42,17 @@ type ahead struct {
 	held   []event.Event // previews made before the commit, sent by commit
 }
 
-// lastSeqer is a Log that reads a thread's last seq (thread.Service).
-type lastSeqer interface {
-	LastSeq(ctx context.Context, thread string) (int64, error)
-}
-
 // goAhead prepares the gate of a run, whose user message is msg, to be
-// started ahead of its commit, or returns nil when this Log cannot tell
-// whether the run's history would be exact: it reads no last seq, or
-// could not read it now (the commit that follows then reports what is
-// wrong with the store).
+// started ahead of its commit, or returns nil when the run's history could
+// not be known to be exact: the thread's last seq could not be read now
+// (the commit that follows then reports what is wrong with the store).
 func (m *Manager) goAhead(ctx context.Context, msg event.Event) *ahead {
-	ls, ok := m.cfg.Log.(lastSeqer)
-	if !ok {
-		return nil
-	}
-	last, err := ls.LastSeq(ctx, msg.Thread)
+	last, err := m.cfg.Log.LastSeq(ctx, msg.Thread)
 	if err != nil {
 		return nil
 	}
 	msg.Seq = last + 1
-	a := &ahead{msg: msg, decided: make(chan struct{})}
-	if p, ok := m.cfg.Log.(previewLog); ok {
-		a.preview = func(e event.Event) { p.Preview(msg.Thread, e) }
-	}
-	return a
+	return &ahead{msg: msg, decided: make(chan struct{}), preview: func(e event.Event) { m.cfg.Log.Preview(msg.Thread, e) }}
 }
 
 // after is the seq the run's events follow: its user message's.

@@ -47,7 +47,7 @@ func benchRunStart(b *testing.B, backend, mode string) {
 	st := benchStore(b, backend)
 	bb := local.New()
 	defer bb.Close()
-	m := runs.New(runs.Config{Log: &watched{Log: st, changed: make(chan struct{})}, Claims: st, Bus: bb, Runner: instantRunner{}, Node: "bench"})
+	m := runs.New(runs.Config{Log: &watched{Store: st, changed: make(chan struct{})}, Claims: st, Bus: bb, Runner: instantRunner{}, Node: "bench"})
 	defer m.Shutdown(context.Background())
 	ctx := context.Background()
 	for b.Loop() {

@@ -57,12 +57,25 @@ func init() {
 // the longest a thread stays with a dead node before another takes over.
 const DefaultLease = 15 * time.Second
 
-// Log is the part of the thread service a Manager uses: committed,
-// published appends and the thread's history.
+// Log is the part of the thread service a Manager uses
+// (thread.Service): committed, published appends, the claim of a thread
+// committed with its run's user message, the thread's history and last
+// seq, and previews of deltas ahead of their commit.
 type Log interface {
 	Append(ctx context.Context, thread string, events ...event.Event) ([]event.Event, error)
+	ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error)
 	Read(ctx context.Context, thread string, after int64, limit int) ([]event.Event, error)
 	History(ctx context.Context, thread string) ([]event.Event, error)
+	LastSeq(ctx context.Context, thread string) (int64, error)
+
+	// Previews reports whether Preview reaches anyone.
+	Previews() bool
+	// Preview sends e, a delta not yet committed, to the thread's live
+	// subscribers that take previews.
+	Preview(thread string, e event.Event)
+	// WaitsForCommits reports whether a live subscriber of thread sees
+	// deltas only once they are committed.
+	WaitsForCommits(thread string) bool
 }
 
 // Runner runs one run (agent.Agent.Run).
@@ -397,13 +410,6 @@ func (m *Manager) check(ctx context.Context, thread string, opts event.RunOption
 	return err
 }
 
-// claimAppender is a Log that can claim a thread and append its run's
-// user message in one commit (thread.Service.ClaimAndAppend); ok is false
-// when its store cannot, and nothing was done.
-type claimAppender interface {
-	ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) (committed []event.Event, ok bool, err error)
-}
-
 // own makes this Manager the thread's owner and starts first's run, or,
 // with first nil, the thread's queued input. It fails with errClaimed when
 // another claim holds the thread.
@@ -468,30 +474,25 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 		m.launch(o, claim, *first, st, ah.after(), ah)
 		undo = ah.fail
 	}
-	// Claim and record the user's message in one commit where the store
-	// can.
+	// Claim and record the user's message in one commit; a compaction
+	// has no message, and only claims.
 	var (
 		after    int64
-		recorded bool
+		recorded = !first.Options.Compact
 	)
-	if ca, ok := m.cfg.Log.(claimAppender); ok && !first.Options.Compact {
-		committed, done, err := ca.ClaimAndAppend(ctx, claim, m.cfg.Lease, msg)
-		if done {
-			if err != nil {
-				undo()
-				if errors.Is(err, store.ErrRunClaimed) {
-					return Posted{}, errClaimed
-				}
-				return Posted{}, fmt.Errorf("claim the thread and record the user's message: %w", err)
-			}
-			after, recorded = committed[len(committed)-1].Seq, true
-		}
-	}
-	if !recorded {
-		if err := m.claim(ctx, claim); err != nil {
+	if recorded {
+		committed, err := m.cfg.Log.ClaimAndAppend(ctx, claim, m.cfg.Lease, msg)
+		if err != nil {
 			undo()
-			return Posted{}, err
+			if errors.Is(err, store.ErrRunClaimed) {
+				return Posted{}, errClaimed
+			}
+			return Posted{}, fmt.Errorf("claim the thread and record the user's message: %w", err)
 		}
+		after = committed[len(committed)-1].Seq
+	} else if err := m.claim(ctx, claim); err != nil {
+		undo()
+		return Posted{}, err
 	}
 	if err := m.adopt(ctx, o); err != nil {
 		if recorded {
@@ -508,13 +509,6 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	}
 	leave()
 	o.mu.Lock()
-	if !recorded {
-		if after, err = m.record(ctx, *first, msg); err != nil {
-			undo()
-			m.abandon(o, claim)
-			return Posted{}, err
-		}
-	}
 	switch {
 	case ah == nil:
 		m.launch(o, claim, *first, st, after, nil)
@@ -1110,33 +1104,20 @@ func (j journal) Append(ctx context.Context, events ...event.Event) ([]event.Eve
 	return j.log.Append(ctx, j.thread, events...)
 }
 
-// previewLog is a Log that can send previews (thread.Service).
-type previewLog interface {
-	Preview(thread string, e event.Event)
-	Previews() bool
-	WaitsForCommits(thread string) bool
-}
-
-// Preview implements agent.Previewer.
+// Preview implements agent.Journal: a run started ahead of its commit
+// holds its previews until the commit is in.
 func (j journal) Preview(e event.Event) {
-	p, ok := j.log.(previewLog)
-	if !ok || (j.ahead != nil && j.ahead.hold(e)) {
+	if j.ahead != nil && j.ahead.hold(e) {
 		return
 	}
-	p.Preview(j.thread, e)
+	j.log.Preview(j.thread, e)
 }
 
-// Previews implements agent.Previewer.
-func (j journal) Previews() bool {
-	p, ok := j.log.(previewLog)
-	return ok && p.Previews()
-}
+// Previews implements agent.Journal.
+func (j journal) Previews() bool { return j.log.Previews() }
 
-// WaitsForCommits implements agent.Previewer.
-func (j journal) WaitsForCommits() bool {
-	p, ok := j.log.(previewLog)
-	return !ok || p.WaitsForCommits(j.thread)
-}
+// WaitsForCommits implements agent.Journal.
+func (j journal) WaitsForCommits() bool { return j.log.WaitsForCommits(j.thread) }
 
 func (j journal) History(ctx context.Context) ([]event.Event, error) {
 	if j.ahead != nil {

@@ -48,14 +48,11 @@ rules:
 // watched is a store as the Manager sees it (runs.Log), remembering what it
 // committed so that tests can wait for an event as a subscriber would.
 type watched struct {
-	store.Log
+	store.Store
 
 	mu        sync.Mutex
 	committed []event.Event
 	changed   chan struct{}
-	// apart makes ClaimAndAppend decline, so that runs are claimed and
-	// their messages appended in two commits, as on PostgreSQL.
-	apart bool
 	// together counts the runs claimed with their message in one commit.
 	together int
 	// beforeMessage, when set, is called before a user's message is
@@ -90,33 +87,26 @@ func (w *watched) Append(ctx context.Context, thread string, events ...event.Eve
 	if err := w.hold(events); err != nil {
 		return nil, err
 	}
-	out, err := w.Log.Append(ctx, thread, events...)
+	out, err := w.Store.Append(ctx, thread, events...)
 	if err == nil {
 		w.saw(out)
 	}
 	return out, err
 }
 
-// ClaimAndAppend is thread.Service's: the store's, when it has one.
-func (w *watched) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, bool, error) {
-	ca, ok := w.Log.(store.ClaimAppender)
-	w.mu.Lock()
-	apart := w.apart
-	w.mu.Unlock()
-	if !ok || apart {
-		return nil, false, nil
-	}
+// ClaimAndAppend is thread.Service's: the store's.
+func (w *watched) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease time.Duration, events ...event.Event) ([]event.Event, error) {
 	if err := w.hold(events); err != nil {
-		return nil, true, err
+		return nil, err
 	}
-	out, err := ca.ClaimAndAppend(ctx, c, lease, events...)
+	out, err := w.Store.ClaimAndAppend(ctx, c, lease, events...)
 	if err == nil {
 		w.mu.Lock()
 		w.together++
 		w.mu.Unlock()
 		w.saw(out)
 	}
-	return out, true, err
+	return out, err
 }
 
 func (w *watched) saw(committed []event.Event) {
@@ -125,13 +115,6 @@ func (w *watched) saw(committed []event.Event) {
 	w.committed = append(w.committed, committed...)
 	close(w.changed)
 	w.changed = make(chan struct{})
-}
-
-// setApart sets apart (see there).
-func (w *watched) setApart(apart bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.apart = apart
 }
 
 // waitFor waits for the n-th (from 1) committed event that satisfies match.
@@ -232,7 +215,7 @@ func (e *env) open() {
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = st.Close() })
 	e.store = st
-	e.log = &watched{Log: st, changed: make(chan struct{})}
+	e.log = &watched{Store: st, changed: make(chan struct{})}
 }
 
 // newManager starts a Manager, on a bus of its own, that recovers what a
@@ -294,24 +277,15 @@ func approvalOf(run string) func(event.Event) bool {
 	return func(e event.Event) bool { return e.Run == run && e.Type() == event.TypeToolApprovalRequested }
 }
 
-// claimModes runs test once with each run's claim and user message
-// committed together (SQLite) and once with them apart (PostgreSQL).
+// claimModes runs test, which posts to threads no node owns, and checks
+// that their runs were claimed with their user messages in one commit.
 func claimModes(t *testing.T, test func(t *testing.T, e *env)) {
-	for _, apart := range []bool{false, true} {
-		t.Run(map[bool]string{false: "together", true: "apart"}[apart], func(t *testing.T) {
-			e := newEnv(t)
-			e.log.setApart(apart)
-			test(t, e)
-			e.log.mu.Lock()
-			together := e.log.together
-			e.log.mu.Unlock()
-			if apart {
-				assert.Zero(t, together, "runs claimed with their message in one commit")
-			} else {
-				assert.NotZero(t, together, "no run was claimed with its message in one commit")
-			}
-		})
-	}
+	e := newEnv(t)
+	test(t, e)
+	e.log.mu.Lock()
+	together := e.log.together
+	e.log.mu.Unlock()
+	assert.NotZero(t, together, "no run was claimed with its message in one commit")
 }
 
 func TestPostRunsToTheEnd(t *testing.T) {

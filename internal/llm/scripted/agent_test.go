@@ -37,6 +37,11 @@ func (j *journal) History(context.Context) ([]event.Event, error) {
 	return append([]event.Event(nil), j.events...), nil
 }
 
+// A journal sends no previews: its runs commit deltas as they come.
+func (j *journal) Preview(event.Event)   {}
+func (j *journal) Previews() bool        { return false }
+func (j *journal) WaitsForCommits() bool { return true }
+
 func (j *journal) since(seq int) []event.Event {
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -41,7 +41,7 @@ func (s *heldStore) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease 
 		close(arrived)
 		<-open
 	}
-	return s.Store.(store.ClaimAppender).ClaimAndAppend(ctx, c, lease, events...)
+	return s.Store.ClaimAndAppend(ctx, c, lease, events...)
 }
 
 // shutGate holds the next claim back until the returned open is called.
