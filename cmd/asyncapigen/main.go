@@ -7,7 +7,10 @@
 //   - api_gen.go: the `type` constants, Decode (client frames),
 //     DecodeOutbound (server frames, for clients and tests), Encode, a Handler
 //     interface with one method per client message, Dispatch, and a
-//     constructor per server message.
+//     constructor per server message;
+//   - encode_gen.go: a reflection-free JSON encoder per type (AppendJSON,
+//     and MarshalJSON on top of it) that writes what encoding/json writes,
+//     see encoderGen.
 //
 // With -openapi instead of -in it reads the components.schemas of an
 // OpenAPI 3.1 document and writes only validators, for documents whose
@@ -146,11 +149,15 @@ func generate(api *API, l *loader, pkg, source string) (map[string][]byte, error
 	v.WriteString("\n")
 	v.WriteString(vg.b.String())
 
-	api2, err := apiFile(api, tg, l, pkg, header)
+	api2, err := apiFile(api, tg, pkg, header)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]byte{"types_gen.go": types}
+	enc, err := encodeFile(tg, l, pkg, header)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{"types_gen.go": types, "encode_gen.go": enc}
 	for name, src := range map[string][]byte{"validate_gen.go": v.Bytes(), "api_gen.go": api2} {
 		formatted, err := format.Source(src)
 		if err != nil {

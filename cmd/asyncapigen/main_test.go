@@ -101,6 +101,21 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	if !strings.Contains(string(a["validate_gen.go"]), `wire.Closed(p, o0, "type", "id")`) {
 		t.Errorf("the closed Pong schema is not enforced")
 	}
+	enc := string(a["encode_gen.go"])
+	for _, want := range []string{
+		// Messages are encoded without reflection, their type const
+		// written whatever the struct holds.
+		"func (m Pong) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }",
+		"b = append(b, `{\"id\":`...)\n\tb = wire.AppendString(b, m.ID)\n\tb = append(b, `,\"type\":\"pong\"}`...)",
+		"func (m Ping) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }",
+	} {
+		if !strings.Contains(enc, want) {
+			t.Errorf("encode_gen.go lacks %q", want)
+		}
+	}
+	if !strings.Contains(api, "func Encode(m Message) ([]byte, error) {") || !strings.Contains(api, "return wire.Marshal(m)") {
+		t.Errorf("Encode does not use the generated encoders")
+	}
 }
 
 func TestGenerateRejectsBadDocuments(t *testing.T) {
