@@ -49,6 +49,15 @@ func Marshal[T Appender](v T) ([]byte, error) {
 	return out, err
 }
 
+// safeASCII tells the ASCII bytes AppendString writes as they are from
+// those it escapes.
+var safeASCII = func() (t [utf8.RuneSelf]bool) {
+	for c := byte(0x20); c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // AppendString appends s as a JSON string, byte for byte as encoding/json
 // encodes it: quotes, backslashes and control characters escaped; <, >
 // and & too (its HTML-safe default); U+2028 and U+2029; and each byte of
@@ -59,7 +68,7 @@ func AppendString(b []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if safeASCII[c] {
 				i++
 				continue
 			}
