@@ -313,11 +313,15 @@ func (e *encodeEnv) check(t testing.TB, m any) []byte {
 // union replaced by the reference encoding of the variant it holds (as its
 // MarshalJSON did).
 type reference struct {
-	consts   map[string]map[string]string // type -> member -> const
-	unions   map[string]*Union
-	mu       sync.Mutex
-	types    map[reflect.Type]reflect.Type
-	variants map[reflect.Type][]reflect.Type
+	// inlineUnions, for the benchmarks' baseline, puts a union's variant
+	// itself in the copy, in an interface, rather than its encoding: the
+	// copy is then encoded by reflection alone.
+	inlineUnions bool
+	consts       map[string]map[string]string // type -> member -> const
+	unions       map[string]*Union
+	mu           sync.Mutex
+	types        map[reflect.Type]reflect.Type
+	variants     map[reflect.Type][]reflect.Type
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
@@ -343,6 +347,13 @@ func newReference(l *loader, tg *typeGen) *reference {
 		r.unions[u.Name] = u
 	}
 	return r
+}
+
+// inlined returns a reference like r whose copies hold unions' variants
+// themselves (see inlineUnions).
+func (r *reference) inlined() *reference {
+	return &reference{inlineUnions: true, consts: r.consts, unions: r.unions,
+		types: map[reflect.Type]reflect.Type{}, variants: map[reflect.Type][]reflect.Type{}}
 }
 
 func (r *reference) marshal(v any) ([]byte, error) {
@@ -371,6 +382,8 @@ func (r *reference) plainType(t reflect.Type) reflect.Type {
 		return pt
 	}
 	switch {
+	case r.isUnion(t) && r.inlineUnions:
+		pt = reflect.TypeFor[any]()
 	case t == rawMessageType, r.isUnion(t):
 		pt = rawMessageType
 	case t.Kind() == reflect.Struct:
@@ -411,6 +424,9 @@ func (r *reference) plain(v reflect.Value) (reflect.Value, error) {
 		if held.IsNil() {
 			return reflect.Zero(pt), nil
 		}
+		if r.inlineUnions {
+			return r.plain(held.Elem())
+		}
 		b, err := r.marshal(held.Elem().Interface())
 		return reflect.ValueOf(json.RawMessage(b)), err
 	}
@@ -425,7 +441,7 @@ func (r *reference) plain(v reflect.Value) (reflect.Value, error) {
 			}
 			tag := f.Tag.Get("json")
 			name, opts, _ := strings.Cut(tag, ",")
-			if r.isUnion(f.Type) && fv.IsNil() && !strings.Contains(opts, "omitzero") {
+			if r.isUnion(f.Type) && v.Field(i).Field(0).IsNil() && !strings.Contains(opts, "omitzero") {
 				// A union holding nothing is never empty: its MarshalJSON
 				// wrote null.
 				fv = reflect.ValueOf(json.RawMessage("null"))
