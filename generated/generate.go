@@ -4,13 +4,12 @@
 // (or `make generate`). CI regenerates and fails on any difference.
 package generated
 
-// REST + SSE threads API: ogen server and client from the OpenAPI 3.1 document.
-//go:generate go run github.com/ogen-go/ogen/cmd/ogen --config ../schemas/openapi/ogen.yml --target threadsapi --package threadsapi --clean ../schemas/openapi/threads.yaml
-
-// Validators for the same document's component schemas, with structured
-// errors (ogen's are text); the threads adapter validates with them before
-// decoding with ogen's types.
-//go:generate go run ../cmd/asyncapigen -openapi ../schemas/openapi/threads.yaml -out threadsschema
+// REST + SSE threads API, one package from the OpenAPI 3.1 document: ogen's
+// types, JSON and client (asyncapigen runs the ogen library pinned in
+// go.mod with ogen.yml), and validators of its component schemas with
+// structured errors (ogen's are text), which the threads adapter checks
+// before decoding with ogen's types.
+//go:generate go run ../cmd/asyncapigen -openapi ../schemas/openapi/threads.yaml -ogen ../schemas/openapi/ogen.yml -out threadsapi
 
 // WebSocket protocols: typed messages, validating decoders, encoders, handler
 // interfaces and constructors from the AsyncAPI 3.0 documents.

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"go/token"
-	"sort"
 	"strings"
 )
 
 // apiFile writes api_gen.go: constants, message interfaces, Decode,
-// DecodeOutbound, Encode, Handler, Dispatch, constructors, union types and
-// the MarshalJSON methods that fill in const fields.
-func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, error) {
+// DecodeOutbound, Encode, Handler, Dispatch, constructors and union types
+// (their encoders are in encode_gen.go, see encoderGen).
+func apiFile(api *API, tg *typeGen, pkg, header string) ([]byte, error) {
 	var b bytes.Buffer
 	p := func(format string, args ...any) {
 		fmt.Fprintf(&b, format, args...)
@@ -28,7 +27,6 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 	p("")
 	p("import (")
 	p("\"context\"")
-	p("\"encoding/json\"")
 	p("\"fmt\"")
 	p("")
 	p("\"github.com/agentwire/agentwire/internal/wire\"")
@@ -56,6 +54,10 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 	p("type Message interface {")
 	p("// MessageType is the frame's \"type\".")
 	p("MessageType() string")
+	p("// AppendJSON appends the message's frame to b: the bytes json.Marshal")
+	p("// writes for it, with its constant fields set, written without")
+	p("// reflection (encode_gen.go). Encode uses it.")
+	p("AppendJSON(b []byte) ([]byte, error)")
 	p("}")
 	p("")
 	p("// Inbound is a message a client sends to the server.")
@@ -151,10 +153,11 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 		p("")
 	}
 
-	p("// Encode returns the JSON frame of m.")
+	p("// Encode returns the JSON frame of m, written by its AppendJSON: what")
+	p("// json.Marshal returns for m, without reflection.")
 	p("func Encode(m Message) ([]byte, error) {")
 	p("if m == nil { return nil, fmt.Errorf(\"encode: nil message\") }")
-	p("return json.Marshal(m)")
+	p("return wire.Marshal(m)")
 	p("}")
 	p("")
 
@@ -260,12 +263,6 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 			p("func (%s) is%s() {}", n, u.Name)
 		}
 		p("")
-		p("// MarshalJSON encodes the variant held.")
-		p("func (u %s) MarshalJSON() ([]byte, error) {", u.Name)
-		p("if u.Value == nil { return []byte(\"null\"), nil }")
-		p("return json.Marshal(u.Value)")
-		p("}")
-		p("")
 		p("// UnmarshalJSON decodes the variant that %q names.", u.Disc)
 		p("func (u *%s) UnmarshalJSON(b []byte) error {", u.Name)
 		p("var probe struct { D string `json:%q` }", u.Disc)
@@ -288,42 +285,6 @@ func apiFile(api *API, tg *typeGen, l *loader, pkg, header string) ([]byte, erro
 		p("")
 	}
 
-	// MarshalJSON that fills in const fields, so a message built as a struct
-	// literal still carries its type.
-	files := append([]string(nil), l.order...)
-	sort.Strings(files)
-	for _, f := range files {
-		s := l.files[f]
-		st := tg.structs[s.Title]
-		if st == nil {
-			continue
-		}
-		var sets []string
-		for _, prop := range s.Props {
-			ps := prop.Schema.Resolve()
-			c, ok := ps.Const.(string)
-			if !ps.HasConst || !ok || !s.IsRequired(prop.Name) {
-				continue
-			}
-			fl, ok := st.Fields[prop.Name]
-			if !ok || fl.Type != "string" {
-				continue
-			}
-			sets = append(sets, fmt.Sprintf("m.%s = %q", fl.Name, c))
-		}
-		if len(sets) == 0 {
-			continue
-		}
-		p("// MarshalJSON encodes m with its constant fields set.")
-		p("func (m %s) MarshalJSON() ([]byte, error) {", s.Title)
-		p("type plain %s", s.Title)
-		for _, set := range sets {
-			p("%s", set)
-		}
-		p("return json.Marshal(plain(m))")
-		p("}")
-		p("")
-	}
 	return b.Bytes(), nil
 }
 

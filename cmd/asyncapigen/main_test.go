@@ -101,6 +101,21 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	if !strings.Contains(string(a["validate_gen.go"]), `wire.Closed(p, o0, "type", "id")`) {
 		t.Errorf("the closed Pong schema is not enforced")
 	}
+	enc := string(a["encode_gen.go"])
+	for _, want := range []string{
+		// Messages are encoded without reflection, their type const
+		// written whatever the struct holds.
+		"func (m Pong) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }",
+		"b = append(b, `{\"id\":`...)\n\tb = wire.AppendString(b, m.ID)\n\tb = append(b, `,\"type\":\"pong\"}`...)",
+		"func (m Ping) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }",
+	} {
+		if !strings.Contains(enc, want) {
+			t.Errorf("encode_gen.go lacks %q", want)
+		}
+	}
+	if !strings.Contains(api, "func Encode(m Message) ([]byte, error) {") || !strings.Contains(api, "return wire.Marshal(m)") {
+		t.Errorf("Encode does not use the generated encoders")
+	}
 }
 
 func TestGenerateRejectsBadDocuments(t *testing.T) {
@@ -174,7 +189,7 @@ func genOpenAPI(t *testing.T, doc string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return generateOpenAPI(api, "petschema", "api.yaml")
+	return generateOpenAPI(api, "petschema", "api.yaml", false)
 }
 
 func TestGenerateOpenAPIValidators(t *testing.T) {
@@ -237,5 +252,36 @@ func TestGenerateOpenAPIRejectsBadDocuments(t *testing.T) {
 				t.Fatalf("generate = %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestGenerateOpenAPIWithOgen: with -ogen, ogen's files and the validators
+// are one package, written in one run that replaces stale generated files
+// and leaves the rest alone.
+func TestGenerateOpenAPIWithOgen(t *testing.T) {
+	dir := writeTree(t, map[string]string{
+		"api.yaml":            openapiDoc,
+		"ogen.yml":            "generator:\n  features:\n    disable_all: true\n",
+		"petapi/oas_x_gen.go": "package petapi\n",
+		"petapi/keep.go":      "package petapi\n",
+	})
+	out := filepath.Join(dir, "petapi")
+	if err := runOpenAPI(filepath.Join(dir, "api.yaml"), filepath.Join(dir, "ogen.yml"), out); err != nil {
+		t.Fatalf("runOpenAPI = %v", err)
+	}
+	for _, name := range []string{"oas_schemas_gen.go", "validate_gen.go", "schemas_gen.go", "keep.go"} {
+		if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "oas_x_gen.go")); !os.IsNotExist(err) {
+		t.Errorf("a stale generated file is left: %v", err)
+	}
+	doc, _ := os.ReadFile(filepath.Join(out, "schemas_gen.go"))
+	if !strings.Contains(string(doc), "// Package petapi is the wire format of") {
+		t.Errorf("schemas_gen.go's package doc does not name ogen's part:\n%s", doc)
+	}
+	if err := runOpenAPI(filepath.Join(dir, "api.yaml"), filepath.Join(dir, "missing.yml"), out); err == nil {
+		t.Errorf("runOpenAPI with a missing ogen config = nil, want an error")
 	}
 }

@@ -30,6 +30,27 @@ type goStruct struct {
 	Fields map[string]goField
 }
 
+// goDecl is one type declaration of go-jsonschema's output, as the
+// encoder generator needs it: a struct's fields in declaration order (the
+// order encoding/json writes them), or another declaration's underlying
+// type.
+type goDecl struct {
+	Name   string
+	Struct bool
+	Fields []goStructField // for a struct
+	Type   *goType         // for any other declaration
+}
+
+// goStructField is one field of a struct and how encoding/json treats
+// it.
+type goStructField struct {
+	Name      string // Go name
+	JSON      string // member name; "" for a field encoding/json skips
+	OmitEmpty bool
+	OmitZero  bool
+	Type      *goType
+}
+
 type goField struct {
 	Name string
 	Type string // Go source of the field's type
@@ -49,6 +70,7 @@ type typeGen struct {
 	unions  []*Union
 	byName  map[string]*Union
 	structs map[string]*goStruct
+	decls   []*goDecl // in the order go-jsonschema declared them
 }
 
 func newTypeGen(pkg string, l *loader) *typeGen {
@@ -236,10 +258,21 @@ func (g *typeGen) learn(src []byte) error {
 			ts := sp.(*ast.TypeSpec)
 			st, ok := ts.Type.(*ast.StructType)
 			if !ok {
+				t, err := parseGoType(ts.Type)
+				if err != nil {
+					return fmt.Errorf("go-jsonschema output: type %s: %w", ts.Name.Name, err)
+				}
+				g.decls = append(g.decls, &goDecl{Name: ts.Name.Name, Type: t})
 				continue
 			}
 			gs := &goStruct{Name: ts.Name.Name, Fields: map[string]goField{}}
+			decl := &goDecl{Name: ts.Name.Name, Struct: true}
 			for _, fl := range st.Fields.List {
+				f, err := structField(fl)
+				if err != nil {
+					return fmt.Errorf("go-jsonschema output: type %s: %w", ts.Name.Name, err)
+				}
+				decl.Fields = append(decl.Fields, f)
 				if fl.Tag == nil || len(fl.Names) != 1 {
 					continue
 				}
@@ -249,6 +282,7 @@ func (g *typeGen) learn(src []byte) error {
 				gs.Fields[jname] = goField{Name: fl.Names[0].Name, Type: string(src[start:end])}
 			}
 			g.structs[gs.Name] = gs
+			g.decls = append(g.decls, decl)
 		}
 	}
 	return nil

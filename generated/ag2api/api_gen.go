@@ -57,7 +57,6 @@ package ag2api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentwire/agentwire/internal/wire"
@@ -91,6 +90,10 @@ const (
 type Message interface {
 	// MessageType is the frame's "type".
 	MessageType() string
+	// AppendJSON appends the message's frame to b: the bytes json.Marshal
+	// writes for it, with its constant fields set, written without
+	// reflection (encode_gen.go). Encode uses it.
+	AppendJSON(b []byte) ([]byte, error)
 }
 
 // Inbound is a message a client sends to the server.
@@ -373,12 +376,13 @@ func checkOutbound(frame []byte) (string, any, error) {
 	return t, v, nil
 }
 
-// Encode returns the JSON frame of m.
+// Encode returns the JSON frame of m, written by its AppendJSON: what
+// json.Marshal returns for m, without reflection.
 func Encode(m Message) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("encode: nil message")
 	}
-	return json.Marshal(m)
+	return wire.Marshal(m)
 }
 
 // Handler handles every message a client can send; Dispatch calls it.
@@ -500,123 +504,4 @@ func NewRunComplete(data RunCompleteData) RunComplete {
 // NewChatError returns a "chat.error" message with its required fields (data).
 func NewChatError(data ChatErrorData) ChatError {
 	return ChatError{Type: TypeChatError, Data: data}
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ArtifactPatch) MarshalJSON() ([]byte, error) {
-	type plain ArtifactPatch
-	m.Type = "artifact_patch"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ChatError) MarshalJSON() ([]byte, error) {
-	type plain ChatError
-	m.Type = "chat.error"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m InputAck) MarshalJSON() ([]byte, error) {
-	type plain InputAck
-	m.Type = "chat.input_ack"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m InputRequest) MarshalJSON() ([]byte, error) {
-	type plain InputRequest
-	m.Type = "chat.input_request"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m InputTimeout) MarshalJSON() ([]byte, error) {
-	type plain InputTimeout
-	m.Type = "chat.input_timeout"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m Print) MarshalJSON() ([]byte, error) {
-	type plain Print
-	m.Type = "chat.print"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ResumeBoundary) MarshalJSON() ([]byte, error) {
-	type plain ResumeBoundary
-	m.Type = "chat.resume_boundary"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m RunComplete) MarshalJSON() ([]byte, error) {
-	type plain RunComplete
-	m.Type = "chat.run_complete"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m SelectSpeaker) MarshalJSON() ([]byte, error) {
-	type plain SelectSpeaker
-	m.Type = "chat.select_speaker"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m Text) MarshalJSON() ([]byte, error) {
-	type plain Text
-	m.Type = "chat.text"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolCall) MarshalJSON() ([]byte, error) {
-	type plain ToolCall
-	m.Type = "chat.tool_call"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolProgress) MarshalJSON() ([]byte, error) {
-	type plain ToolProgress
-	m.Type = "chat.tool_progress"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolResponse) MarshalJSON() ([]byte, error) {
-	type plain ToolResponse
-	m.Type = "chat.tool_response"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UsageSummary) MarshalJSON() ([]byte, error) {
-	type plain UsageSummary
-	m.Type = "chat.usage_summary"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ClientResume) MarshalJSON() ([]byte, error) {
-	type plain ClientResume
-	m.Type = "client.resume"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m InlineComponentResult) MarshalJSON() ([]byte, error) {
-	type plain InlineComponentResult
-	m.Type = "inline_component.result"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UserInputSubmit) MarshalJSON() ([]byte, error) {
-	type plain UserInputSubmit
-	m.Type = "user.input.submit"
-	return json.Marshal(plain(m))
 }

@@ -43,7 +43,6 @@ package agentchatapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentwire/agentwire/internal/wire"
@@ -67,6 +66,10 @@ const (
 type Message interface {
 	// MessageType is the frame's "type".
 	MessageType() string
+	// AppendJSON appends the message's frame to b: the bytes json.Marshal
+	// writes for it, with its constant fields set, written without
+	// reflection (encode_gen.go). Encode uses it.
+	AppendJSON(b []byte) ([]byte, error)
 }
 
 // Inbound is a message a client sends to the server.
@@ -249,12 +252,13 @@ func checkOutbound(frame []byte) (string, any, error) {
 	return t, v, nil
 }
 
-// Encode returns the JSON frame of m.
+// Encode returns the JSON frame of m, written by its AppendJSON: what
+// json.Marshal returns for m, without reflection.
 func Encode(m Message) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("encode: nil message")
 	}
-	return json.Marshal(m)
+	return wire.Marshal(m)
 }
 
 // Handler handles every message a client can send; Dispatch calls it.
@@ -314,53 +318,4 @@ func NewAgentThinkingEvent(reasoning string) AgentThinkingEvent {
 // NewErrorEvent returns a "error" message with its required fields (error).
 func NewErrorEvent(error string) ErrorEvent {
 	return ErrorEvent{Type: TypeError, Error: error}
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m AgentMessageEvent) MarshalJSON() ([]byte, error) {
-	type plain AgentMessageEvent
-	m.Type = "agent_message"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m AgentThinkingEvent) MarshalJSON() ([]byte, error) {
-	type plain AgentThinkingEvent
-	m.Type = "agent_thinking"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ChatRequest) MarshalJSON() ([]byte, error) {
-	type plain ChatRequest
-	m.Type = "chat"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ErrorEvent) MarshalJSON() ([]byte, error) {
-	type plain ErrorEvent
-	m.Type = "error"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolCallEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolCallEvent
-	m.Type = "tool_call"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolResultEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolResultEvent
-	m.Type = "tool_result"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UserMessageEvent) MarshalJSON() ([]byte, error) {
-	type plain UserMessageEvent
-	m.Type = "user_message"
-	return json.Marshal(plain(m))
 }

@@ -132,7 +132,6 @@ package agentloopapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentwire/agentwire/internal/wire"
@@ -160,6 +159,10 @@ const (
 type Message interface {
 	// MessageType is the frame's "type".
 	MessageType() string
+	// AppendJSON appends the message's frame to b: the bytes json.Marshal
+	// writes for it, with its constant fields set, written without
+	// reflection (encode_gen.go). Encode uses it.
+	AppendJSON(b []byte) ([]byte, error)
 }
 
 // Inbound is a message a client sends to the server.
@@ -382,12 +385,13 @@ func checkOutbound(frame []byte) (string, any, error) {
 	return t, v, nil
 }
 
-// Encode returns the JSON frame of m.
+// Encode returns the JSON frame of m, written by its AppendJSON: what
+// json.Marshal returns for m, without reflection.
 func Encode(m Message) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("encode: nil message")
 	}
-	return json.Marshal(m)
+	return wire.Marshal(m)
 }
 
 // Handler handles every message a client can send; Dispatch calls it.
@@ -500,14 +504,6 @@ func (LocalShellCallItem) isResponseItem()       {}
 func (LocalShellCallOutputItem) isResponseItem() {}
 func (ReasoningItem) isResponseItem()            {}
 
-// MarshalJSON encodes the variant held.
-func (u ResponseItem) MarshalJSON() ([]byte, error) {
-	if u.Value == nil {
-		return []byte("null"), nil
-	}
-	return json.Marshal(u.Value)
-}
-
 // UnmarshalJSON decodes the variant that "type" names.
 func (u *ResponseItem) UnmarshalJSON(b []byte) error {
 	var probe struct {
@@ -561,123 +557,4 @@ func (u *ResponseItem) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return fmt.Errorf("ResponseItem: unknown type %q", probe.D)
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m AgentFinishedMessage) MarshalJSON() ([]byte, error) {
-	type plain AgentFinishedMessage
-	m.Type = "agent_finished"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ApprovalRequestMessage) MarshalJSON() ([]byte, error) {
-	type plain ApprovalRequestMessage
-	m.Type = "approval_request"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ApprovalResponseMessage) MarshalJSON() ([]byte, error) {
-	type plain ApprovalResponseMessage
-	m.Type = "approval_response"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ContextCompactedMessage) MarshalJSON() ([]byte, error) {
-	type plain ContextCompactedMessage
-	m.Type = "context_compacted"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ContextInfoMessage) MarshalJSON() ([]byte, error) {
-	type plain ContextInfoMessage
-	m.Type = "context_info"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ErrorMessage) MarshalJSON() ([]byte, error) {
-	type plain ErrorMessage
-	m.Type = "error"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m FunctionCallItem) MarshalJSON() ([]byte, error) {
-	type plain FunctionCallItem
-	m.Type = "function_call"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m FunctionCallOutputItem) MarshalJSON() ([]byte, error) {
-	type plain FunctionCallOutputItem
-	m.Type = "function_call_output"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GetContextInfoMessage) MarshalJSON() ([]byte, error) {
-	type plain GetContextInfoMessage
-	m.Type = "get_context_info"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m LoadingStateMessage) MarshalJSON() ([]byte, error) {
-	type plain LoadingStateMessage
-	m.Type = "loading_state"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m LocalShellCallItem) MarshalJSON() ([]byte, error) {
-	type plain LocalShellCallItem
-	m.Type = "local_shell_call"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m LocalShellCallOutputItem) MarshalJSON() ([]byte, error) {
-	type plain LocalShellCallOutputItem
-	m.Type = "local_shell_call_output"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ManualCompactMessage) MarshalJSON() ([]byte, error) {
-	type plain ManualCompactMessage
-	m.Type = "manual_compact"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m MessageItem) MarshalJSON() ([]byte, error) {
-	type plain MessageItem
-	m.Type = "message"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ReasoningItem) MarshalJSON() ([]byte, error) {
-	type plain ReasoningItem
-	m.Type = "reasoning"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ResponseItemMessage) MarshalJSON() ([]byte, error) {
-	type plain ResponseItemMessage
-	m.Type = "response_item"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UserInputMessage) MarshalJSON() ([]byte, error) {
-	type plain UserInputMessage
-	m.Type = "user_input"
-	return json.Marshal(plain(m))
 }

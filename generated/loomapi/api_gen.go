@@ -96,7 +96,6 @@ package loomapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentwire/agentwire/internal/wire"
@@ -125,6 +124,10 @@ const (
 type Message interface {
 	// MessageType is the frame's "type".
 	MessageType() string
+	// AppendJSON appends the message's frame to b: the bytes json.Marshal
+	// writes for it, with its constant fields set, written without
+	// reflection (encode_gen.go). Encode uses it.
+	AppendJSON(b []byte) ([]byte, error)
 }
 
 // Inbound is a message a client sends to the server.
@@ -387,12 +390,13 @@ func checkOutbound(frame []byte) (string, any, error) {
 	return t, v, nil
 }
 
-// Encode returns the JSON frame of m.
+// Encode returns the JSON frame of m, written by its AppendJSON: what
+// json.Marshal returns for m, without reflection.
 func Encode(m Message) ([]byte, error) {
 	if m == nil {
 		return nil, fmt.Errorf("encode: nil message")
 	}
-	return json.Marshal(m)
+	return wire.Marshal(m)
 }
 
 // Handler handles every message a client can send; Dispatch calls it.
@@ -558,14 +562,6 @@ func (ToolStartEvent) isProtocolEvent()       {}
 func (ToolOutputEvent) isProtocolEvent()      {}
 func (ToolEndEvent) isProtocolEvent()         {}
 func (ToolApprovalEvent) isProtocolEvent()    {}
-
-// MarshalJSON encodes the variant held.
-func (u ProtocolEvent) MarshalJSON() ([]byte, error) {
-	if u.Value == nil {
-		return []byte("null"), nil
-	}
-	return json.Marshal(u.Value)
-}
 
 // UnmarshalJSON decodes the variant that "type" names.
 func (u *ProtocolEvent) UnmarshalJSON(b []byte) error {
@@ -746,277 +742,4 @@ func (u *ProtocolEvent) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	return fmt.Errorf("ProtocolEvent: unknown type %q", probe.D)
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m CancelRequest) MarshalJSON() ([]byte, error) {
-	type plain CancelRequest
-	m.Type = "cancel"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ErrorResponse) MarshalJSON() ([]byte, error) {
-	type plain ErrorResponse
-	m.Type = "error"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m CheckpointEvent) MarshalJSON() ([]byte, error) {
-	type plain CheckpointEvent
-	m.Type = "checkpoint"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m CustomEvent) MarshalJSON() ([]byte, error) {
-	type plain CustomEvent
-	m.Type = "custom"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GotExpandEvent) MarshalJSON() ([]byte, error) {
-	type plain GotExpandEvent
-	m.Type = "got_expand"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GotNodeCompleteEvent) MarshalJSON() ([]byte, error) {
-	type plain GotNodeCompleteEvent
-	m.Type = "got_node_complete"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GotNodeFailedEvent) MarshalJSON() ([]byte, error) {
-	type plain GotNodeFailedEvent
-	m.Type = "got_node_failed"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GotNodeStartEvent) MarshalJSON() ([]byte, error) {
-	type plain GotNodeStartEvent
-	m.Type = "got_node_start"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m GotPlanEvent) MarshalJSON() ([]byte, error) {
-	type plain GotPlanEvent
-	m.Type = "got_plan"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m MessageChunkEvent) MarshalJSON() ([]byte, error) {
-	type plain MessageChunkEvent
-	m.Type = "message_chunk"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m NodeEnterEvent) MarshalJSON() ([]byte, error) {
-	type plain NodeEnterEvent
-	m.Type = "node_enter"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m NodeExitEvent) MarshalJSON() ([]byte, error) {
-	type plain NodeExitEvent
-	m.Type = "node_exit"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m RunStartEvent) MarshalJSON() ([]byte, error) {
-	type plain RunStartEvent
-	m.Type = "run_start"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ThoughtChunkEvent) MarshalJSON() ([]byte, error) {
-	type plain ThoughtChunkEvent
-	m.Type = "thought_chunk"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolApprovalEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolApprovalEvent
-	m.Type = "tool_approval"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolCallEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolCallEvent
-	m.Type = "tool_call"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolCallChunkEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolCallChunkEvent
-	m.Type = "tool_call_chunk"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolEndEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolEndEvent
-	m.Type = "tool_end"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolOutputEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolOutputEvent
-	m.Type = "tool_output"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolStartEvent) MarshalJSON() ([]byte, error) {
-	type plain ToolStartEvent
-	m.Type = "tool_start"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m TotBacktrackEvent) MarshalJSON() ([]byte, error) {
-	type plain TotBacktrackEvent
-	m.Type = "tot_backtrack"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m TotEvaluateEvent) MarshalJSON() ([]byte, error) {
-	type plain TotEvaluateEvent
-	m.Type = "tot_evaluate"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m TotExpandEvent) MarshalJSON() ([]byte, error) {
-	type plain TotExpandEvent
-	m.Type = "tot_expand"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UpdatesEvent) MarshalJSON() ([]byte, error) {
-	type plain UpdatesEvent
-	m.Type = "updates"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UsageEvent) MarshalJSON() ([]byte, error) {
-	type plain UsageEvent
-	m.Type = "usage"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ValuesEvent) MarshalJSON() ([]byte, error) {
-	type plain ValuesEvent
-	m.Type = "values"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m InputResponseRequest) MarshalJSON() ([]byte, error) {
-	type plain InputResponseRequest
-	m.Type = "input_response"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m PingRequest) MarshalJSON() ([]byte, error) {
-	type plain PingRequest
-	m.Type = "ping"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m PongResponse) MarshalJSON() ([]byte, error) {
-	type plain PongResponse
-	m.Type = "pong"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m RunEndResponse) MarshalJSON() ([]byte, error) {
-	type plain RunEndResponse
-	m.Type = "run_end"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m RunRequest) MarshalJSON() ([]byte, error) {
-	type plain RunRequest
-	m.Type = "run"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m RunStreamEventResponse) MarshalJSON() ([]byte, error) {
-	type plain RunStreamEventResponse
-	m.Type = "run_stream_event"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolApprovalResponseRequest) MarshalJSON() ([]byte, error) {
-	type plain ToolApprovalResponseRequest
-	m.Type = "tool_approval_response"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolShowRequest) MarshalJSON() ([]byte, error) {
-	type plain ToolShowRequest
-	m.Type = "tool_show"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolShowResponse) MarshalJSON() ([]byte, error) {
-	type plain ToolShowResponse
-	m.Type = "tool_show"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolsListRequest) MarshalJSON() ([]byte, error) {
-	type plain ToolsListRequest
-	m.Type = "tools_list"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m ToolsListResponse) MarshalJSON() ([]byte, error) {
-	type plain ToolsListResponse
-	m.Type = "tools_list"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UserMessagesRequest) MarshalJSON() ([]byte, error) {
-	type plain UserMessagesRequest
-	m.Type = "user_messages"
-	return json.Marshal(plain(m))
-}
-
-// MarshalJSON encodes m with its constant fields set.
-func (m UserMessagesResponse) MarshalJSON() ([]byte, error) {
-	type plain UserMessagesResponse
-	m.Type = "user_messages"
-	return json.Marshal(plain(m))
 }

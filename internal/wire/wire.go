@@ -1,10 +1,11 @@
 // Package wire is the small runtime behind the generated protocol packages
-// (generated/*api, generated/threadsschema): it parses a frame once and
-// checks it against the constraints the schema documents state, reporting
-// the first violation as an *Error that says what kind of violation it is,
-// in which message and where (a JSON Pointer). Generated validators call
-// these functions; protocol adapters turn an *Error into their protocol's
-// own error frame from its fields, never from its text.
+// (generated/*api): it parses a frame once and checks it against the
+// constraints the schema documents state, reporting the first violation as
+// an *Error that says what kind of violation it is, in which message and
+// where (a JSON Pointer). Generated validators call these functions;
+// protocol adapters turn an *Error into their protocol's own error frame
+// from its fields, never from its text. The generated encoders write JSON
+// with its Append functions (encode.go), byte for byte as encoding/json.
 package wire
 
 import (

@@ -14,7 +14,6 @@ import (
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
-	"github.com/agentwire/agentwire/internal/wire"
 )
 
 // errClosed refuses joins once the adapter is shutting down.
@@ -304,13 +303,7 @@ func (h *hub) complete(w *watcher, m *openText, e event.Event, p event.MessageCo
 // encode encodes a frame for w's sockets and has it verified; nil when it
 // cannot be encoded.
 func (h *hub) encode(w *watcher, m agentchatapi.Outbound) []byte {
-	var b []byte
-	var err error
-	if am, ok := m.(agentchatapi.AgentMessageEvent); ok {
-		b = encodeAgentMessage(am.Message)
-	} else {
-		b, err = agentchatapi.Encode(m)
-	}
+	b, err := agentchatapi.Encode(m)
 	if err != nil {
 		h.log.Error("agentchat: encode", "thread", w.thread, "type", m.MessageType(), "err", err)
 		return nil
@@ -369,15 +362,4 @@ func (h *hub) close() {
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
-}
-
-// encodeAgentMessage encodes an agent_message frame: the frame of every
-// chunk in chunks mode, written directly rather than by the generated
-// encoder's reflection, which was a tenth of the CPU at 100 streams. It is
-// byte for byte agentchatapi.Encode's frame (FuzzEncodeAgentMessage).
-func encodeAgentMessage(text string) []byte {
-	b := make([]byte, 0, len(text)+40)
-	b = append(b, `{"message":`...)
-	b = wire.AppendString(b, text)
-	return append(b, `,"type":"`+agentchatapi.TypeAgentMessage+`"}`...)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/ogen-go/ogen/ogenerrors"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
-	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/sse"
 )
 
@@ -111,7 +110,7 @@ func (c *Client) History(ctx context.Context, threadID uuid.UUID) (*threadsapi.T
 //
 // ctx bounds the request and the whole stream.
 func (c *Client) SendMessage(ctx context.Context, threadID uuid.UUID, text string) (*Stream, error) {
-	body, err := encodeChecked(&threadsapi.SendMessageRequest{Text: text}, threadsschema.ValidateSendMessageRequestJSON)
+	body, err := encodeChecked(&threadsapi.SendMessageRequest{Text: text}, threadsapi.ValidateSendMessageRequestJSON)
 	if err != nil {
 		return nil, fmt.Errorf("threads: send message: %w", err)
 	}

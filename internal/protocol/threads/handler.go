@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
-	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
@@ -196,7 +195,7 @@ func (h *Handler) getThread(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp := threadsapi.ThreadResponse{ThreadID: id, Messages: projectHistory(events)}
-	body, err := encodeChecked(&resp, threadsschema.ValidateThreadResponseJSON)
+	body, err := encodeChecked(&resp, threadsapi.ValidateThreadResponseJSON)
 	if err != nil {
 		h.internalError(w, r, "project the thread's history", err)
 		return

@@ -2,9 +2,8 @@
 // "threads" protocol (schemas/openapi/threads.yaml): the server (Handler),
 // which projects a thread's canonical events onto the protocol's history
 // and streams, the decoders and the encoders of its wire messages, built on
-// the types ogen generates in generated/threadsapi and the validators
-// asyncapigen generates in generated/threadsschema, and a typed client for
-// its streams.
+// generated/threadsapi (ogen's types and client, and asyncapigen's
+// validators, generated together), and a typed client for its streams.
 package threads
 
 import (
@@ -14,7 +13,6 @@ import (
 	"github.com/go-faster/jx"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
-	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/wire"
 )
@@ -55,27 +53,27 @@ func DecodeEvent(e sse.Event) (threadsapi.StreamEvent, error) {
 	switch e.Type {
 	case EventAgentText:
 		var d *threadsapi.AgentTextEvent
-		if d, err = decodeData[threadsapi.AgentTextEvent](e, threadsschema.ValidateAgentTextEvent); err == nil {
+		if d, err = decodeData[threadsapi.AgentTextEvent](e, threadsapi.ValidateAgentTextEvent); err == nil {
 			out = threadsapi.NewAgentTextSSEStreamEvent(threadsapi.AgentTextSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
 		}
 	case EventToolCall:
 		var d *threadsapi.ToolCallEvent
-		if d, err = decodeData[threadsapi.ToolCallEvent](e, threadsschema.ValidateToolCallEvent); err == nil {
+		if d, err = decodeData[threadsapi.ToolCallEvent](e, threadsapi.ValidateToolCallEvent); err == nil {
 			out = threadsapi.NewToolCallSSEStreamEvent(threadsapi.ToolCallSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
 		}
 	case EventToolResult:
 		var d *threadsapi.ToolResultEvent
-		if d, err = decodeData[threadsapi.ToolResultEvent](e, threadsschema.ValidateToolResultEvent); err == nil {
+		if d, err = decodeData[threadsapi.ToolResultEvent](e, threadsapi.ValidateToolResultEvent); err == nil {
 			out = threadsapi.NewToolResultSSEStreamEvent(threadsapi.ToolResultSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
 		}
 	case EventDone:
 		var d *threadsapi.DoneEvent
-		if d, err = decodeData[threadsapi.DoneEvent](e, threadsschema.ValidateDoneEvent); err == nil {
+		if d, err = decodeData[threadsapi.DoneEvent](e, threadsapi.ValidateDoneEvent); err == nil {
 			out = threadsapi.NewDoneSSEStreamEvent(threadsapi.DoneSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
 		}
 	case EventError:
 		var d *threadsapi.ErrorEvent
-		if d, err = decodeData[threadsapi.ErrorEvent](e, threadsschema.ValidateErrorEvent); err == nil {
+		if d, err = decodeData[threadsapi.ErrorEvent](e, threadsapi.ValidateErrorEvent); err == nil {
 			out = threadsapi.NewErrorSSEStreamEvent(threadsapi.ErrorSSE{ID: e.ID, Event: e.Type, Data: *d, Retry: retry})
 		}
 	default:
@@ -106,10 +104,10 @@ func retryOf(e sse.Event) threadsapi.OptInt {
 // variant that e.Type selects, e.Type as its name, its data as JSON, and
 // its retry when set. Data that could break its schema (a tool call's
 // arguments, a tool's result) is validated against it with the generated
-// validator (threadsschema) first, so that a server never sends an event
-// its clients would reject: EncodeEvent fails on
-// data that does not match (a *wire.Error, as DecodeEvent would report
-// it), on an unknown Type, and on a variant whose Event is set to another
+// validator (threadsapi.Validate<Name>JSON) first, so that a server never
+// sends an event its clients would reject: EncodeEvent fails on data that
+// does not match (a *wire.Error, as DecodeEvent would report it), on an
+// unknown Type, and on a variant whose Event is set to another
 // name (an empty Event is taken to be e.Type, as ogen's encoder does).
 func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
 	var (
@@ -129,10 +127,10 @@ func EncodeEvent(e threadsapi.StreamEvent) (sse.Event, error) {
 		id, name, retry, data = v.ID, v.Event, v.Retry, &v.Data
 	case threadsapi.ToolCallSSEStreamEvent:
 		v := e.ToolCallSSE
-		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateToolCallEventJSON
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsapi.ValidateToolCallEventJSON
 	case threadsapi.ToolResultSSEStreamEvent:
 		v := e.ToolResultSSE
-		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsschema.ValidateToolResultEventJSON
+		id, name, retry, data, validate = v.ID, v.Event, v.Retry, &v.Data, threadsapi.ValidateToolResultEventJSON
 	case threadsapi.DoneSSEStreamEvent:
 		v := e.DoneSSE
 		id, name, retry, data = v.ID, v.Event, v.Retry, &v.Data
@@ -231,18 +229,18 @@ func encodeChecked(v encoder, validate func([]byte) error) ([]byte, error) {
 // POST /api/v1/threads/{threadId}. Errors are *wire.Error values whose path
 // is a JSON Pointer into the body.
 func DecodeSendMessageRequest(body []byte) (*threadsapi.SendMessageRequest, error) {
-	return decode[threadsapi.SendMessageRequest](body, threadsschema.ValidateSendMessageRequest)
+	return decode[threadsapi.SendMessageRequest](body, threadsapi.ValidateSendMessageRequest)
 }
 
 // DecodeThreadResponse decodes and validates the body of a 200 answer to
 // GET /api/v1/threads/{threadId}.
 func DecodeThreadResponse(body []byte) (*threadsapi.ThreadResponse, error) {
-	return decode[threadsapi.ThreadResponse](body, threadsschema.ValidateThreadResponse)
+	return decode[threadsapi.ThreadResponse](body, threadsapi.ValidateThreadResponse)
 }
 
 // DecodeError decodes and validates the body of a 400, 404 or 500 answer.
 func DecodeError(body []byte) (*threadsapi.Error, error) {
-	return decode[threadsapi.Error](body, threadsschema.ValidateError)
+	return decode[threadsapi.Error](body, threadsapi.ValidateError)
 }
 
 // decoded is what ogen generates for every schema: a jx decoder.

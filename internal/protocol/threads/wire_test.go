@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
-	"github.com/agentwire/agentwire/generated/threadsschema"
 	"github.com/agentwire/agentwire/internal/protocol/wiretest"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/wire"
@@ -282,11 +281,11 @@ func FuzzAlwaysValidEvents(f *testing.F) {
 			var check func([]byte) error
 			switch e.Type {
 			case threadsapi.AgentTextSSEStreamEvent:
-				check = threadsschema.ValidateAgentTextEventJSON
+				check = threadsapi.ValidateAgentTextEventJSON
 			case threadsapi.DoneSSEStreamEvent:
-				check = threadsschema.ValidateDoneEventJSON
+				check = threadsapi.ValidateDoneEventJSON
 			default:
-				check = threadsschema.ValidateErrorEventJSON
+				check = threadsapi.ValidateErrorEventJSON
 			}
 			if err := check([]byte(raw.Data)); err != nil {
 				t.Fatalf("%s data %s does not match its schema: %v", e.Type, raw.Data, err)
