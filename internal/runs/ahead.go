@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/agentwire/agentwire/internal/agent"
@@ -21,13 +20,9 @@ import (
 // taken, with the user's message after it: exact when the message is then
 // committed right after that seq. When anything else was committed in
 // between, or the claim goes to another node, the run is undone (its
-// context cancelled with errUndone, everything it wrote dropped); in the
+// context cancelled with agent.ErrUndone, everything it wrote dropped); in the
 // first case a run is started again the ordinary way. The price of a
 // failed start is a model call made for nothing.
-
-// errUndone is the cause an ahead run is cancelled with when its start is
-// undone: like a superseded run, it records nothing more.
-var errUndone = fmt.Errorf("%w: the run started ahead of a commit that did not make it the thread's", agent.ErrSuperseded)
 
 // ahead is the gate of a run started ahead of its commit.
 type ahead struct {
@@ -97,7 +92,7 @@ func (a *ahead) hold(e event.Event) bool {
 // fail undoes the run: its context is cancelled first, so that what it
 // wrote is dropped, not reported as a failed append.
 func (a *ahead) fail() {
-	a.cancel(errUndone)
+	a.cancel(agent.ErrUndone)
 	a.mu.Lock()
 	a.undone, a.held = true, nil
 	a.mu.Unlock()
@@ -119,7 +114,7 @@ func (a *ahead) history(ctx context.Context, log Log) ([]event.Event, error) {
 	select {
 	case <-a.decided:
 		if !a.wait() {
-			return nil, errUndone
+			return nil, agent.ErrUndone
 		}
 		return log.History(ctx, a.msg.Thread)
 	default:
