@@ -132,12 +132,16 @@ func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted,
 	// them back. From here on the run is undone, not st.
 	var ah *ahead
 	if !first.Options.Compact && quiet {
-		ah = m.goAhead(ctx, msg)
+		if seq, ok := m.aheadSeq(ctx, thread); ok {
+			at := msg
+			at.Seq = seq
+			ah = newAhead(at, nil, func(e event.Event) { m.cfg.Log.Preview(thread, e) }) // launch gives it the run's cancel
+		}
 	}
 	undo := st.undo
 	if ah != nil {
 		m.launch(o, claim, *first, st, ah.after(), ah)
-		undo = ah.fail
+		undo = ah.undo
 	}
 	// Claim and record the user's message in one commit; a compaction
 	// has no message, and only claims.
