@@ -24,7 +24,7 @@ import (
 // the first case a run is started again the ordinary way. The price of a
 // failed start is a model call made for nothing.
 //
-// A run goes ahead only while the node is quiet (see own): while
+// A run goes ahead only while the node is quiet (see startHere): while
 // other runs start, their commits share the disk and their model calls the
 // processors, and a run that went ahead would only wait for its commit
 // after the model's first words instead of before its call.

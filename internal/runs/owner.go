@@ -7,89 +7,100 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
 // owner is a Manager's ownership of one thread: from the input that starts
-// a run until the thread's queue is empty.
+// a run until the thread's queue is empty, the Manager holds the thread's
+// claim and handles its commands (adopt), and runs its input one run at a
+// time.
+//
+// The thread's queue and the owner's letting go agree under o.mu: the
+// owner lets the thread go (released) only in the critical section in
+// which it found the queue empty (advance), and its command handler puts a
+// post in the queue only in a critical section that finds it not released
+// (handle). So no post enters the queue of an owner that has let go
+// without an answer that sends it to the thread's next owner
+// (bus.ErrNoHandler).
 type owner struct {
 	thread string
-	stop   func() // stops handling the thread's commands
+	stop   func() // stops handling the thread's commands; set by adopt
 
 	mu       sync.Mutex
 	run      *active // the running run; nil between runs
 	released bool    // commands go to the thread's next owner
-	lost     bool    // another node took the thread over
+	lost     bool    // another node took the thread over (renew)
 }
 
-type active struct {
-	id     string
-	cancel context.CancelCauseFunc
-	inbox  *agent.Inbox
+// setRun makes a the owner's running run.
+func (o *owner) setRun(a *active) {
+	o.mu.Lock()
+	o.run = a
+	o.mu.Unlock()
+}
+
+// entry is a thread taken here for claiming it, or letting it go (enter).
+type entry struct {
+	// waited says another goroutine of this Manager claimed the thread or
+	// let it go first: whatever it found out about the thread's owner may
+	// be out of date.
+	waited bool
+	// quiet says no other thread was being taken here, and this Manager
+	// did not own this one: a run may start ahead of its commit.
+	quiet bool
+	// leave gives the thread back; it may be called more than once.
+	leave func()
 }
 
 // enter takes the thread for claiming it, or letting it go, here: it waits
-// while another goroutine of this Manager does either, and reports
-// whether it waited and whether it is quiet here: no other thread is
-// being taken, and this Manager does not own this one. One claim at a time
-// per thread here means a post's claim fails only when another node holds
-// the thread, so its run can start ahead of it (ahead.go). leave gives
-// the thread back; it may be called more than once.
-func (m *Manager) enter(ctx context.Context, thread string) (leave func(), waited, quiet bool, err error) {
+// while another goroutine of this Manager does either. One claim at a
+// time per thread here means a post's claim fails only when another node
+// holds the thread, so its run can start ahead of it (ahead.go).
+func (m *Manager) enter(ctx context.Context, thread string) (entry, error) {
+	waited := false
 	for {
 		m.mu.Lock()
 		busy, ok := m.busy[thread]
 		if !ok {
 			done := make(chan struct{})
-			quiet = len(m.busy) == 0 && m.owned[thread] == nil
+			quiet := len(m.busy) == 0 && m.owned[thread] == nil
 			m.busy[thread] = done
 			m.mu.Unlock()
-			var once sync.Once
-			return func() {
-				once.Do(func() {
-					m.mu.Lock()
-					delete(m.busy, thread)
-					m.mu.Unlock()
-					close(done)
-				})
-			}, waited, quiet, nil
+			leave := sync.OnceFunc(func() {
+				m.mu.Lock()
+				delete(m.busy, thread)
+				m.mu.Unlock()
+				close(done)
+			})
+			return entry{waited: waited, quiet: quiet, leave: leave}, nil
 		}
 		m.mu.Unlock()
 		select {
 		case <-busy:
 			waited = true
 		case <-ctx.Done():
-			return nil, waited, false, ctx.Err()
+			return entry{}, ctx.Err()
 		}
 	}
 }
 
-// claim claims the thread for c.Run; errClaimed says another claim holds
-// it.
-func (m *Manager) claim(ctx context.Context, c store.RunClaim) error {
+// claim claims the thread for c.Run. It reports false when another claim
+// holds the thread.
+func (m *Manager) claim(ctx context.Context, c store.RunClaim) (bool, error) {
 	if err := m.cfg.Claims.ClaimRun(ctx, c, m.cfg.Lease); err != nil {
 		if errors.Is(err, store.ErrRunClaimed) {
-			return errClaimed
+			return false, nil
 		}
-		return fmt.Errorf("claim the thread: %w", err)
+		return false, fmt.Errorf("claim the thread: %w", err)
 	}
-	return nil
-}
-
-// adoptError is own's error for an adopt that failed after the claim: a
-// handler that exists already is another owner's.
-func adoptError(err error) error {
-	if errors.Is(err, bus.ErrHandlerExists) {
-		return errClaimed
-	}
-	return err
+	return true, nil
 }
 
 // adopt makes this Manager the handler of o's thread's commands; the
-// thread's claim is already this node's.
+// thread's claim is already this node's. It fails with bus.ErrHandlerExists
+// when another owner handles them.
 func (m *Manager) adopt(ctx context.Context, o *owner) error {
 	stop, err := m.cfg.Bus.HandleCommands(ctx, o.thread, func(ctx context.Context, cmd event.Command) error {
 		return m.handle(ctx, o, cmd)
@@ -104,9 +115,10 @@ func (m *Manager) adopt(ctx context.Context, o *owner) error {
 	return nil
 }
 
-// abandon ends an ownership whose first run could not start. o.mu is held;
-// abandon unlocks it.
+// abandon ends an ownership whose first run could not start: the thread's
+// commands go to its next owner, and its claim is released.
 func (m *Manager) abandon(o *owner, claim store.RunClaim) {
+	o.mu.Lock()
 	o.released = true
 	o.mu.Unlock()
 	m.disown(o)
@@ -134,94 +146,32 @@ func (m *Manager) release(c store.RunClaim) {
 	}
 }
 
-// keepLeases renews this node's claims three times per lease, cancels the
-// runs of claims it lost, and takes over the threads of nodes whose leases
-// ran out.
-func (m *Manager) keepLeases(ctx context.Context) {
-	tick := time.NewTicker(m.cfg.Lease / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		m.renew(ctx)
-		m.reap(ctx)
+// takeQueue makes this Manager the owner of a thread nobody here owns,
+// for its queued input, and starts that input's run. It reports false,
+// doing nothing, when another claim holds the thread: its owner runs the
+// queue.
+func (m *Manager) takeQueue(ctx context.Context, thread string) (bool, error) {
+	if m.isStopping() {
+		return false, ErrShuttingDown
 	}
-}
-
-func (m *Manager) renew(ctx context.Context) {
-	claims, err := m.cfg.Claims.RenewRuns(ctx, m.cfg.Node, m.cfg.Lease)
+	e, err := m.enter(ctx, thread)
 	if err != nil {
-		if ctx.Err() == nil {
-			m.logger.Error("renew run claims", "err", err)
-		}
-		return
+		return false, err
 	}
-	held := make(map[string]bool, len(claims))
-	for _, c := range claims {
-		held[c.Thread] = true
+	defer e.leave()
+	claim := store.RunClaim{Thread: thread, Run: "pending-" + event.NewID(), Node: m.cfg.Node} // moved to the queue's first run
+	if ok, err := m.claim(ctx, claim); !ok || err != nil {
+		return false, err
 	}
-	m.mu.Lock()
-	var lost []*owner
-	for thread, o := range m.owned {
-		if !held[thread] {
-			lost = append(lost, o)
+	o := &owner{thread: thread}
+	if err := m.adopt(ctx, o); err != nil {
+		m.release(claim)
+		if errors.Is(err, bus.ErrHandlerExists) {
+			return false, nil // another owner's
 		}
+		return false, err
 	}
-	m.mu.Unlock()
-	for _, o := range lost {
-		o.mu.Lock()
-		a := o.run
-		// An owner between taking its claim and starting its run holds
-		// the claim without a run; only a running owner can lose it.
-		if a != nil {
-			o.lost = true
-		}
-		o.mu.Unlock()
-		if a != nil {
-			m.logger.Error("lost the claim on a thread's run; cancelling it", "thread", o.thread, "run", a.id)
-			a.cancel(agent.ErrSuperseded)
-		}
-	}
-}
-
-// reap takes over the threads whose owners' leases ran out.
-func (m *Manager) reap(ctx context.Context) {
-	if m.isStopping() || (m.cfg.Ready != nil && !m.cfg.Ready()) {
-		return
-	}
-	claims, err := m.cfg.Claims.RunClaims(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			m.logger.Error("read run claims", "err", err)
-		}
-		return
-	}
-	for _, c := range claims {
-		if !c.Expired || c.Node == m.cfg.Node {
-			continue
-		}
-		if err := m.cfg.Claims.TakeOverRun(ctx, c, m.cfg.Node, m.cfg.Lease); err != nil {
-			if !errors.Is(err, store.ErrRunClaimed) && ctx.Err() == nil {
-				m.logger.Error("take over a dead node's thread", "thread", c.Thread, "err", err)
-			}
-			continue
-		}
-		m.logger.Warn("took over the thread of a node whose lease ran out", "thread", c.Thread, "run", c.Run, "node", c.Node)
-		mine := store.RunClaim{Thread: c.Thread, Run: c.Run, Node: m.cfg.Node}
-		if err := m.endDeadRun(ctx, c); err != nil {
-			m.logger.Error("end a dead node's run", "thread", c.Thread, "err", err)
-			continue // the claim runs out again, and is tried again
-		}
-		o := &owner{thread: c.Thread}
-		if err := m.adopt(ctx, o); err != nil {
-			m.logger.Error("handle a taken-over thread's commands", "thread", c.Thread, "err", err)
-			m.release(mine)
-			continue
-		}
-		o.mu.Lock()
-		m.advance(o, mine)
-	}
+	e.leave() // the thread's commands reach o now; advance may let it go
+	m.advance(o, claim)
+	return true, nil
 }

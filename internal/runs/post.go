@@ -10,9 +10,6 @@ import (
 	"github.com/agentwire/agentwire/internal/store"
 )
 
-// errClaimed is own's answer when another claim holds the thread.
-var errClaimed = errors.New("the thread is claimed")
-
 // Post gives the thread a user message. The owner of the thread's runs
 // queues it behind the active run; a thread without an owner gets this
 // Manager as its owner, and the message is committed and its run started
@@ -31,188 +28,201 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 		return Posted{}, err
 	}
 	in.runID, in.messageID = event.NewID(), event.NewID()
+	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
+	for {
+		took, err := m.offer(ctx, thread, in)
+		if err != nil {
+			return Posted{}, err
+		}
+		switch took {
+		case queuedByOwner:
+			return queued, nil
+		case startedHere:
+			return Posted{Run: in.runID, MessageID: in.messageID}, nil
+		case claimedElsewhere:
+			// Nobody takes the thread's commands: its owner is handing it
+			// over, or died. The input waits in the store for whoever
+			// owns the thread next.
+			if err := m.cfg.Claims.EnqueueInput(ctx, thread, in.queued()); err != nil {
+				return Posted{}, fmt.Errorf("queue the input: %w", err)
+			}
+			m.kick(ctx, thread)
+			return queued, nil
+		case changedHands:
+			// The thread was claimed or let go here while the post looked
+			// for its owner: it asks the owner the thread has now.
+		}
+	}
+}
+
+// taken says what became of a post that offer made.
+type taken int
+
+const (
+	// queuedByOwner: the thread's owner, here or on another node, put the
+	// post in the thread's queue.
+	queuedByOwner taken = iota + 1
+	// startedHere: the thread had no owner; this Manager became its owner
+	// and started the post's run.
+	startedHere
+	// claimedElsewhere: the thread had no owner taking its commands, and
+	// another claim holds it (another node's, or one being handed over).
+	claimedElsewhere
+	// changedHands: the thread had no owner taking its commands, and this
+	// Manager was claiming it or letting it go meanwhile: it may have an
+	// owner now.
+	changedHands
+)
+
+// offer gives a post to the thread's owner or, when the thread has none,
+// makes this Manager its owner and starts the post's run.
+func (m *Manager) offer(ctx context.Context, thread string, in Input) (taken, error) {
+	err := m.send(ctx, thread, in)
+	switch {
+	case err == nil:
+		return queuedByOwner, nil
+	case errors.Is(err, bus.ErrNoHandler):
+		return m.startHere(ctx, thread, in)
+	}
+	return 0, err
+}
+
+// send sends a post to the thread's owner (bus.Send), which queues it.
+func (m *Manager) send(ctx context.Context, thread string, in Input) error {
 	cmd := event.Command{Kind: event.CommandPost, Run: in.runID, ID: in.messageID, Text: in.Text, Interactive: in.Interactive}
 	if in.Options != (event.RunOptions{}) {
 		cmd.Options = &in.Options
 	}
-	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
-	for {
-		err := m.cfg.Bus.Send(ctx, thread, cmd)
-		if err == nil {
-			return queued, nil
-		}
-		if !errors.Is(err, bus.ErrNoHandler) {
-			return Posted{}, err
-		}
-		posted, err := m.own(ctx, thread, &in)
-		if errors.Is(err, errAskAgain) {
-			continue
-		}
-		if !errors.Is(err, errClaimed) {
-			return posted, err
-		}
-		break
-	}
-	// The thread is claimed but nobody takes its commands: its owner is
-	// handing it over, or died. The input waits in the store for whoever
-	// owns the thread next.
-	if err := m.cfg.Claims.EnqueueInput(ctx, thread, in.queued()); err != nil {
-		return Posted{}, fmt.Errorf("queue the input: %w", err)
-	}
-	m.kick(ctx, thread)
-	return queued, nil
+	return m.cfg.Bus.Send(ctx, thread, cmd)
 }
 
-// check refuses run options this node could not honour.
-func (m *Manager) check(ctx context.Context, thread string, opts event.RunOptions) error {
-	if m.cfg.Prepare == nil {
-		return nil
-	}
-	_, release, err := m.cfg.Prepare(ctx, thread, opts)
-	if release != nil {
-		release()
-	}
-	return err
-}
-
-// own makes this Manager the thread's owner and starts first's run, or,
-// with first nil, the thread's queued input. It fails with errClaimed when
-// another claim holds the thread.
-func (m *Manager) own(ctx context.Context, thread string, first *Input) (Posted, error) {
+// startHere makes this Manager the owner of a thread that has none, and
+// starts the run of a post to it. It claims the thread
+// and records the post's message in one commit, and tells startedHere
+// from claimedElsewhere by that commit.
+//
+// From the moment it has the thread here (enter) until the claim is
+// committed, the thread's active run is the post's as far as this node
+// knows (Active): a run started ahead may already be calling the model,
+// and a client that joins the thread meanwhile must not take it for
+// quiet.
+func (m *Manager) startHere(ctx context.Context, thread string, in Input) (taken, error) {
 	if m.isStopping() {
-		return Posted{}, ErrShuttingDown
+		return 0, ErrShuttingDown
 	}
-	leave, waited, quiet, err := m.enter(ctx, thread)
+	e, err := m.enter(ctx, thread)
 	if err != nil {
-		return Posted{}, err
+		return 0, err
 	}
-	defer leave()
-	if waited && first != nil {
-		// The thread was being claimed or let go here: its owner, if it
-		// has one now, takes the post.
-		return Posted{}, errAskAgain
+	defer e.leave()
+	if e.waited {
+		return changedHands, nil
 	}
-	claim := store.RunClaim{Thread: thread, Node: m.cfg.Node}
-	if first == nil {
-		claim.Run = "pending-" + event.NewID() // moved to the queue's first run
-		if err := m.claim(ctx, claim); err != nil {
-			return Posted{}, err
-		}
-		o := &owner{thread: thread}
-		if err := m.adopt(ctx, o); err != nil {
-			m.release(claim)
-			return Posted{}, adoptError(err)
-		}
-		leave() // the thread's commands reach o now; advance may let it go
-		o.mu.Lock()
-		m.advance(o, claim)
-		return Posted{}, nil
-	}
-	claim.Run = first.runID
-	// From here until the claim is committed (or fails), the thread's
-	// active run is first's as far as this node knows (Active): a run
-	// started ahead may already be calling the model, and a client that
-	// joins the thread meanwhile must not take it for quiet.
-	defer m.announce(thread, first.runID)()
-	// The run is made ready before the thread is claimed: a post whose run
-	// cannot start leaves the thread as it was.
-	st, err := m.ready(ctx, thread, first.Options)
+	defer m.announce(thread, in.runID)()
+	// The run takes its place among the runs Shutdown waits for before
+	// the thread is claimed: a post whose run cannot start leaves the
+	// thread as it was.
+	sl, err := m.admit()
 	if err != nil {
-		return Posted{}, err
+		return 0, err
 	}
-	msg := userMessage(thread, *first)
+	defer sl.free()
+	p, err := m.prepare(ctx, thread, in.Options)
+	if err != nil {
+		return 0, err
+	}
+	defer p.done()
+	claim := store.RunClaim{Thread: thread, Run: in.runID, Node: m.cfg.Node}
+	msg := userMessage(thread, in)
 	o := &owner{thread: thread}
-	// The run starts now, ahead of the commit that claims the thread and
-	// records its message (ahead.go), where the Log allows and no other
-	// run is starting here. Nothing else here claims the thread meanwhile
-	// (enter), so the claim fails only when another node holds it. While
-	// other runs start, their commits share the disk and their model calls
-	// the processors: a run that went ahead would only wait for its commit
-	// after the model's first words instead of before its call, holding
-	// them back. From here on the run is undone, not st.
-	var ah *ahead
-	if !first.Options.Compact && quiet {
+	run := runStart{owner: o, claim: claim, in: in, spec: p}
+
+	// The run starts now, ahead of the commit, where the node is quiet
+	// (ahead.go). Nothing else here claims the thread meanwhile (enter),
+	// so the claim fails only when another node holds it.
+	var gate *ahead
+	if e.quiet && !in.Options.Compact {
 		if seq, ok := m.aheadSeq(ctx, thread); ok {
 			at := msg
 			at.Seq = seq
-			ah = newAhead(at, nil, func(e event.Event) { m.cfg.Log.Preview(thread, e) }) // launch gives it the run's cancel
+			a := m.newActive(in.runID)
+			gate = newAhead(at, a.cancel, func(ev event.Event) { m.cfg.Log.Preview(thread, ev) })
+			run.after, run.gate = seq, gate
+			o.setRun(a) // before adopt: nobody else sees o yet
+			m.launch(a, sl, run)
 		}
 	}
-	undo := st.undo
-	if ah != nil {
-		m.launch(o, claim, *first, st, ah.after(), ah)
-		undo = ah.undo
-	}
-	// Claim and record the user's message in one commit; a compaction
-	// has no message, and only claims.
-	var (
-		after    int64
-		recorded = !first.Options.Compact
-	)
-	if recorded {
-		committed, err := m.cfg.Log.ClaimAndAppend(ctx, claim, m.cfg.Lease, msg)
+
+	after, claimed, err := m.claimAndRecord(ctx, claim, in, msg)
+	if err != nil || !claimed {
+		gate.undo()
 		if err != nil {
-			undo()
-			if errors.Is(err, store.ErrRunClaimed) {
-				return Posted{}, errClaimed
-			}
-			return Posted{}, fmt.Errorf("claim the thread and record the user's message: %w", err)
+			return 0, err
 		}
-		after = committed[len(committed)-1].Seq
-	} else if err := m.claim(ctx, claim); err != nil {
-		undo()
-		return Posted{}, err
+		return claimedElsewhere, nil
 	}
 	if err := m.adopt(ctx, o); err != nil {
-		if recorded {
-			// The message is in the log: its run ends there as failed,
-			// so that nobody waits for it.
-			m.endUnstarted(thread, first.runID)
+		gate.undo()
+		if in.Options.Compact {
+			m.release(claim)
+			if errors.Is(err, bus.ErrHandlerExists) {
+				return claimedElsewhere, nil // another owner's
+			}
+			return 0, err
 		}
+		// The message is in the log: its run ends there as failed, so
+		// that nobody waits for it, while the claim still keeps other
+		// runs out.
+		m.endUnstarted(thread, in.runID)
 		m.release(claim)
-		undo()
-		if recorded {
-			return Posted{}, fmt.Errorf("take the thread's commands: %w", err)
-		}
-		return Posted{}, adoptError(err)
+		return 0, fmt.Errorf("take the thread's commands: %w", err)
 	}
-	leave()
-	o.mu.Lock()
-	switch {
-	case ah == nil:
-		m.launch(o, claim, *first, st, after, nil)
-	case !ah.commit(after):
-		// Something was committed between the history the run read
-		// and its message: the run starts again, the ordinary way.
-		if st, err = m.ready(ctx, thread, first.Options); err != nil {
-			m.endUnstarted(thread, first.runID)
+	e.leave()
+
+	if gate != nil {
+		if gate.commit(after) {
+			return startedHere, nil
+		}
+		// Something was committed between the history the run read and
+		// its message: the run starts again, the ordinary way.
+		if sl, err = m.admit(); err != nil {
+			m.endUnstarted(thread, in.runID)
 			m.abandon(o, claim)
-			return Posted{}, err
+			return 0, err
 		}
-		m.launch(o, claim, *first, st, after, nil)
+		defer sl.free()
+		if run.spec, err = m.prepare(ctx, thread, in.Options); err != nil {
+			m.endUnstarted(thread, in.runID)
+			m.abandon(o, claim)
+			return 0, err
+		}
+		defer run.spec.done()
 	}
-	o.mu.Unlock()
-	return Posted{Run: first.runID, MessageID: first.messageID}, nil
+	run.after, run.gate = after, nil
+	a := m.newActive(in.runID)
+	o.setRun(a)
+	m.launch(a, sl, run)
+	return startedHere, nil
 }
 
-// announce makes run the thread's active run as Active reports it here,
-// until the returned function is called.
-func (m *Manager) announce(thread, run string) (done func()) {
-	m.mu.Lock()
-	m.starting[thread] = run
-	m.mu.Unlock()
-	return func() {
-		m.mu.Lock()
-		if m.starting[thread] == run {
-			delete(m.starting, thread)
-		}
-		m.mu.Unlock()
+// claimAndRecord claims the thread for in's run (c) and records its user
+// message msg in one commit, and returns the message's seq; a compaction
+// has no message, and only claims. It reports false, committing nothing,
+// when another claim holds the thread.
+func (m *Manager) claimAndRecord(ctx context.Context, c store.RunClaim, in Input, msg event.Event) (after int64, claimed bool, err error) {
+	if in.Options.Compact {
+		claimed, err = m.claim(ctx, c)
+		return 0, claimed, err
 	}
+	committed, err := m.cfg.Log.ClaimAndAppend(ctx, c, m.cfg.Lease, msg)
+	switch {
+	case errors.Is(err, store.ErrRunClaimed):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("claim the thread and record the user's message: %w", err)
+	}
+	return committed[len(committed)-1].Seq, true, nil
 }
-
-// errAskAgain is own's answer to a post that waited for the thread
-// (enter): Post asks the thread's owner again.
-var errAskAgain = errors.New("ask the thread's owner again")
 
 // endUnstarted records that run, whose user message is in the log, did
 // not start.
@@ -224,31 +234,14 @@ func (m *Manager) endUnstarted(thread, run string) {
 	}
 }
 
-func userMessage(thread string, in Input) event.Event {
-	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
-}
-
-// kick makes sure queued input of a thread nobody owns runs: it claims the
-// thread and starts the queue's first input. A claimed thread is its
-// owner's to run.
-func (m *Manager) kick(ctx context.Context, thread string) {
-	n, err := m.cfg.Claims.QueueLen(ctx, thread)
-	if err != nil {
-		m.logger.Error("read the thread's queue", "thread", thread, "err", err)
-		return
-	}
-	if n == 0 {
-		return
-	}
-	if _, err := m.own(context.WithoutCancel(ctx), thread, nil); err != nil && !errors.Is(err, errClaimed) && !errors.Is(err, ErrShuttingDown) {
-		m.logger.Error("start the thread's queued input", "thread", thread, "err", err)
-	}
-}
-
 // handle is the thread's command handler, called on the sender's behalf.
 func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error {
 	switch cmd.Kind {
 	case event.CommandPost:
+		in := store.QueuedInput{Run: cmd.Run, MessageID: cmd.ID, Text: cmd.Text, Interactive: cmd.Interactive}
+		if cmd.Options != nil {
+			in.Options = *cmd.Options
+		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if o.released {
@@ -257,15 +250,11 @@ func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error
 		if m.isStopping() {
 			return ErrShuttingDown
 		}
-		in := store.QueuedInput{Run: cmd.Run, MessageID: cmd.ID, Text: cmd.Text, Interactive: cmd.Interactive}
-		if cmd.Options != nil {
-			in.Options = *cmd.Options
-		}
 		if err := m.check(ctx, o.thread, in.Options); err != nil {
 			return err
 		}
 		// Under o.mu, so that the owner cannot find the queue empty and
-		// let the thread go while this input is on its way in.
+		// let the thread go while this input is on its way in (owner).
 		if err := m.cfg.Claims.EnqueueInput(ctx, o.thread, in); err != nil {
 			return fmt.Errorf("queue the input: %w", err)
 		}
@@ -295,87 +284,4 @@ func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error
 		return ErrUnknownRequest
 	}
 	return a.inbox.Deliver(cmd)
-}
-
-// advance starts the thread's next queued input, or, when there is none,
-// ends the ownership: the command handler stops, then the claim is
-// released. o.mu is held; advance unlocks it.
-func (m *Manager) advance(o *owner, claim store.RunClaim) {
-	ctx := m.ctx
-	for !m.isStopping() {
-		q, ok, err := m.cfg.Claims.DequeueInput(ctx, o.thread)
-		if err != nil {
-			m.logger.Error("take the thread's next input", "thread", o.thread, "err", err)
-			break
-		}
-		if !ok {
-			break
-		}
-		in := fromQueue(q)
-		next := store.RunClaim{Thread: o.thread, Run: in.runID, Node: m.cfg.Node}
-		if err := m.cfg.Claims.MoveRun(ctx, next, claim.Run, m.cfg.Lease); err != nil {
-			// The claim is no longer ours: its new owner runs the queue.
-			m.logger.Error("move the thread's claim to its next run", "thread", o.thread, "err", err)
-			if err := m.cfg.Claims.EnqueueInput(ctx, o.thread, q); err != nil {
-				m.logger.Error("put the input back in the queue", "thread", o.thread, "err", err)
-			}
-			o.released = true
-			o.mu.Unlock()
-			m.disown(o)
-			return
-		}
-		claim = next
-		err = m.start(ctx, o, claim, in)
-		if err == nil {
-			o.mu.Unlock()
-			return
-		}
-		if errors.Is(err, ErrShuttingDown) {
-			if err := m.cfg.Claims.EnqueueInput(context.WithoutCancel(ctx), o.thread, q); err != nil {
-				m.logger.Error("put the input back in the queue", "thread", o.thread, "err", err)
-			}
-			break
-		}
-		// The input cannot run (its options no longer apply, or the store
-		// failed): its poster sees the run fail.
-		m.logger.Error("start queued run", "thread", o.thread, "run", in.runID, "err", err)
-		m.fail(o.thread, in, err)
-	}
-	o.released = true
-	o.mu.Unlock()
-	// Nobody here claims the thread while it is let go.
-	leave, _, _, _ := m.enter(context.Background(), o.thread)
-	defer leave()
-	m.disown(o)
-	// A stopping server keeps the claim of a thread whose queue still holds
-	// input, so that the next start (or another node, once the lease runs
-	// out) runs it; otherwise the claim goes, and input that arrived while
-	// the thread was being let go is run by whoever claims it next.
-	stopCtx := context.WithoutCancel(ctx)
-	if m.isStopping() {
-		if n, err := m.cfg.Claims.QueueLen(stopCtx, o.thread); err != nil || n > 0 {
-			return
-		}
-	}
-	m.release(claim)
-	leave()
-	if !m.isStopping() {
-		m.kick(stopCtx, o.thread)
-	}
-}
-
-// fail records that a queued input could not run: its message and a
-// failed run, so that whoever waits for that run sees why.
-func (m *Manager) fail(thread string, in Input, cause error) {
-	msg := "The message could not be run."
-	var coded interface{ ClientMessage() string }
-	if errors.As(cause, &coded) {
-		msg += " " + coded.ClientMessage()
-	}
-	_, err := m.cfg.Log.Append(context.Background(), thread,
-		userMessage(thread, in),
-		event.New(thread, in.runID, event.RunFailed{Code: event.CodeInternal, Message: msg}))
-	if err != nil {
-		m.logger.Error("record a queued input that could not run", "thread", thread, "err", err)
-	}
 }

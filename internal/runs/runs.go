@@ -131,7 +131,7 @@ type Manager struct {
 	mu       sync.Mutex
 	owned    map[string]*owner        // the threads this node owns
 	busy     map[string]chan struct{} // threads being claimed or let go here (enter)
-	starting map[string]string        // thread -> the run a post is starting here, until its claim is committed
+	starting map[string]string        // thread -> the run a post is starting here, until its claim is committed (announce)
 	stopping bool
 }
 
@@ -175,7 +175,8 @@ func New(cfg Config) *Manager {
 		cfg.Lease = DefaultLease
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{}, busy: map[string]chan struct{}{}, starting: map[string]string{}}
+	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{},
+		busy: map[string]chan struct{}{}, starting: map[string]string{}}
 	kctx, stop := context.WithCancel(context.Background())
 	m.stopKeeper = stop
 	m.keeper.Go(func() { m.keepLeases(kctx) })
@@ -225,6 +226,21 @@ func (m *Manager) Active(ctx context.Context, thread string) (string, error) {
 		return "", err
 	}
 	return c.Run, nil
+}
+
+// announce makes run the thread's active run as Active reports it here,
+// until the returned function is called.
+func (m *Manager) announce(thread, run string) (done func()) {
+	m.mu.Lock()
+	m.starting[thread] = run
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.starting[thread] == run {
+			delete(m.starting, thread)
+		}
+		m.mu.Unlock()
+	}
 }
 
 // Shutdown stops taking input, lets active runs finish until ctx is done,

@@ -3,61 +3,147 @@ package runs
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
-// start commits in's user message and launches its run; the thread's claim
-// names in's run already. o.mu is held.
-func (m *Manager) start(ctx context.Context, o *owner, claim store.RunClaim, in Input) error {
-	st, err := m.ready(ctx, o.thread, in.Options)
+// prepared is a run's spec as Config.Prepare made it from the run's
+// options, with what Prepare opened for it (release). Whoever prepared it
+// and the run launched with it each hold a reference, and what Prepare
+// opened is released with the last one: when the run ends, or when its
+// start is given up.
+type prepared struct {
+	spec    agent.Spec
+	release func() // Prepare's, or nil
+	refs    atomic.Int32
+}
+
+// prepare turns run options into a run's spec, holding one reference for
+// the caller, who gives it back with done. A nil Config.Prepare takes
+// only the strategy from the options.
+func (m *Manager) prepare(ctx context.Context, thread string, opts event.RunOptions) (*prepared, error) {
+	p := &prepared{spec: agent.Spec{Strategy: opts.Strategy}}
+	if m.cfg.Prepare != nil {
+		var err error
+		if p.spec, p.release, err = m.cfg.Prepare(ctx, thread, opts); err != nil {
+			return nil, err
+		}
+	}
+	p.refs.Store(1)
+	return p, nil
+}
+
+// hold takes another reference, for a run launched with the spec; only
+// the holder of a reference may take another.
+func (p *prepared) hold() { p.refs.Add(1) }
+
+// done gives a reference back; the last one releases what Prepare opened.
+func (p *prepared) done() {
+	switch n := p.refs.Add(-1); {
+	case n < 0:
+		panic("runs: a prepared spec was given back more often than it was held")
+	case n == 0 && p.release != nil:
+		p.release()
+	}
+}
+
+// check refuses run options this node could not honour: it prepares them
+// and releases what that opened.
+func (m *Manager) check(ctx context.Context, thread string, opts event.RunOptions) error {
+	p, err := m.prepare(ctx, thread, opts)
 	if err != nil {
 		return err
 	}
-	after, err := m.record(ctx, in, userMessage(o.thread, in))
-	if err != nil {
-		st.undo()
-		return err
-	}
-	m.launch(o, claim, in, st, after, nil)
+	p.done()
 	return nil
 }
 
-// starting is a run made ready to start: it counts among the runs Shutdown
-// waits for, and its spec is prepared.
-type starting struct {
-	m       *Manager
-	spec    agent.Spec
-	release func() // the spec's, or nil
+// slot is a run's place among the runs Shutdown waits for (Manager.wg).
+// It is taken (admit) before anything of the run is committed; then either
+// launch hands it to the run, which gives it back when it ends, or the
+// start gives up and free gives it back. A slot is used by one goroutine,
+// the one starting the run.
+type slot struct {
+	wg       *sync.WaitGroup
+	launched bool
 }
 
-// undo gives up a run made ready that will not start.
-func (st *starting) undo() {
-	if st.release != nil {
-		st.release()
-	}
-	st.m.wg.Done()
-}
-
-// ready joins the runs Shutdown waits for, unless it already began (a Post
-// that passed its check before Shutdown must not start a run after
-// Shutdown stopped waiting), and prepares the run's spec.
-func (m *Manager) ready(ctx context.Context, thread string, opts event.RunOptions) (*starting, error) {
+// admit takes a slot for a run about to start, unless Shutdown began: a
+// Post that passed its check before Shutdown must not start a run after
+// Shutdown stopped waiting (TestPostRacingShutdown). Taking the slot under
+// m.mu, where Shutdown sets stopping, is what makes that so.
+func (m *Manager) admit() (*slot, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.stopping {
-		m.mu.Unlock()
 		return nil, ErrShuttingDown
 	}
 	m.wg.Add(1)
-	m.mu.Unlock()
-	spec, release, err := m.prepare(ctx, thread, opts)
-	if err != nil {
-		m.wg.Done()
-		return nil, err
+	return &slot{wg: &m.wg}, nil
+}
+
+// free gives the slot back, unless a run was launched with it.
+func (s *slot) free() {
+	if !s.launched {
+		s.launched = true
+		s.wg.Done()
 	}
-	return &starting{m: m, spec: spec, release: release}, nil
+}
+
+// active is a run going on here: what a cancel, a lost claim or an undone
+// start stops, and where people's answers go.
+type active struct {
+	id     string
+	ctx    context.Context // the run's: a child of the Manager's, which Shutdown cancels
+	cancel context.CancelCauseFunc
+	inbox  *agent.Inbox
+}
+
+// newActive returns the active run of id, about to be launched.
+func (m *Manager) newActive(id string) *active {
+	ctx, cancel := context.WithCancelCause(m.ctx)
+	return &active{id: id, ctx: ctx, cancel: cancel, inbox: agent.NewInbox()}
+}
+
+// runStart is what launch starts a run with.
+type runStart struct {
+	owner *owner
+	claim store.RunClaim // the thread's claim, naming the run
+	in    Input
+	spec  *prepared
+	after int64  // the seq of the run's user message
+	gate  *ahead // nil: the run's user message was committed before it started
+}
+
+// launch runs a, the run of s.in, on its own goroutine, which holds sl and
+// a reference to s.spec until the run ends. The run then hands the thread
+// on (advance), unless it went ahead of its commit and that start was
+// undone: then the thread is not the run's, and it touches nothing of its
+// owner. launch itself touches nothing of the owner either: the caller
+// makes a the owner's run.
+func (m *Manager) launch(a *active, sl *slot, s runStart) {
+	spec := s.spec.spec
+	spec.Thread, spec.Run, spec.Input, spec.Interactive = s.owner.thread, a.id, s.in.Text, s.in.Interactive
+	spec.Compact, spec.After = s.in.Options.Compact, s.after
+	sl.launched = true
+	s.spec.hold()
+	go func() {
+		defer sl.wg.Done()
+		defer a.cancel(nil)
+		defer s.spec.done()
+		err := m.cfg.Runner.Run(a.ctx, spec, journal{m.cfg.Log, s.owner.thread, s.gate}, a.inbox)
+		if s.gate != nil && !s.gate.wait() {
+			return // undone: the thread is not this run's
+		}
+		if err != nil {
+			m.logger.Error("run lost its journal", "thread", s.owner.thread, "run", a.id, "err", err)
+		}
+		m.advance(s.owner, s.claim)
+	}()
 }
 
 // record commits in's user message msg and returns its seq; a compaction
@@ -73,49 +159,6 @@ func (m *Manager) record(ctx context.Context, in Input, msg event.Event) (int64,
 	return committed[len(committed)-1].Seq, nil
 }
 
-// launch starts the run st made ready, after seq after (its user message's).
-// o.mu is held, or o is not yet adopted. A run launched with ah is ahead
-// of its commit (ahead.go): until ah is decided it touches neither o nor
-// anything anyone else sees, and once undone it ends without them.
-func (m *Manager) launch(o *owner, claim store.RunClaim, in Input, st *starting, after int64, ah *ahead) {
-	runCtx, cancel := context.WithCancelCause(m.ctx)
-	if ah != nil {
-		ah.cancel = cancel
-	}
-	a := &active{id: in.runID, cancel: cancel, inbox: agent.NewInbox()}
-	o.run = a
-	spec := st.spec
-	spec.Thread, spec.Run, spec.Input, spec.Interactive = o.thread, in.runID, in.Text, in.Interactive
-	spec.Compact, spec.After = in.Options.Compact, after
-	go func() {
-		defer m.wg.Done()
-		defer cancel(nil)
-		if st.release != nil {
-			defer st.release()
-		}
-		err := m.cfg.Runner.Run(runCtx, spec, journal{m.cfg.Log, o.thread, ah}, a.inbox)
-		if ah != nil && !ah.wait() {
-			return // undone: the thread is not this run's
-		}
-		if err != nil {
-			m.logger.Error("run lost its journal", "thread", o.thread, "run", in.runID, "err", err)
-		}
-		o.mu.Lock()
-		o.run = nil
-		if o.lost {
-			o.released = true
-			o.mu.Unlock()
-			m.disown(o)
-			return
-		}
-		m.advance(o, claim)
-	}()
-}
-
-// prepare turns run options into the run's spec.
-func (m *Manager) prepare(ctx context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error) {
-	if m.cfg.Prepare == nil {
-		return agent.Spec{Strategy: opts.Strategy}, nil, nil
-	}
-	return m.cfg.Prepare(ctx, thread, opts)
+func userMessage(thread string, in Input) event.Event {
+	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
 }
