@@ -15,6 +15,10 @@ import (
 // Manager as its owner, and the message is committed and its run started
 // before Post returns. Queued input waits in the store and is committed
 // when its run starts.
+//
+// The post's options are prepared once, here (Config.Prepare), so that a
+// post this node could not run is refused to its poster rather than
+// failing later; a run that starts at once starts with that spec.
 func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, error) {
 	if m.isStopping() {
 		return Posted{}, ErrShuttingDown
@@ -22,15 +26,15 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 	if m.cfg.Ready != nil && !m.cfg.Ready() {
 		return Posted{}, ErrUnavailable
 	}
-	// Options are checked here too, so that a post the owner could not
-	// run is refused to its poster rather than failing later.
-	if err := m.check(ctx, thread, in.Options); err != nil {
+	p, err := m.prepare(ctx, thread, in.Options)
+	if err != nil {
 		return Posted{}, err
 	}
+	defer p.done()
 	in.runID, in.messageID = event.NewID(), event.NewID()
 	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
 	for {
-		took, err := m.offer(ctx, thread, in)
+		took, err := m.offer(ctx, thread, in, p)
 		if err != nil {
 			return Posted{}, err
 		}
@@ -74,21 +78,32 @@ const (
 	changedHands
 )
 
-// offer gives a post to the thread's owner or, when the thread has none,
-// makes this Manager its owner and starts the post's run.
-func (m *Manager) offer(ctx context.Context, thread string, in Input) (taken, error) {
+// offer gives a post, whose options p holds prepared, to the thread's
+// owner or, when the thread has none, makes this Manager its owner and
+// starts the post's run.
+func (m *Manager) offer(ctx context.Context, thread string, in Input, p *prepared) (taken, error) {
 	err := m.send(ctx, thread, in)
 	switch {
 	case err == nil:
 		return queuedByOwner, nil
 	case errors.Is(err, bus.ErrNoHandler):
-		return m.startHere(ctx, thread, in)
+		return m.startHere(ctx, thread, in, p)
 	}
 	return 0, err
 }
 
 // send sends a post to the thread's owner (bus.Send), which queues it.
+// While it is on its way, the post is among m.checked: if the owner is
+// this Manager, it does not prepare the post's options again.
 func (m *Manager) send(ctx context.Context, thread string, in Input) error {
+	m.mu.Lock()
+	m.checked[in.runID] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.checked, in.runID)
+		m.mu.Unlock()
+	}()
 	cmd := event.Command{Kind: event.CommandPost, Run: in.runID, ID: in.messageID, Text: in.Text, Interactive: in.Interactive}
 	if in.Options != (event.RunOptions{}) {
 		cmd.Options = &in.Options
@@ -97,7 +112,7 @@ func (m *Manager) send(ctx context.Context, thread string, in Input) error {
 }
 
 // startHere makes this Manager the owner of a thread that has none, and
-// starts the run of a post to it. It claims the thread
+// starts the run of a post to it, with the spec p. It claims the thread
 // and records the post's message in one commit, and tells startedHere
 // from claimedElsewhere by that commit.
 //
@@ -106,7 +121,7 @@ func (m *Manager) send(ctx context.Context, thread string, in Input) error {
 // knows (Active): a run started ahead may already be calling the model,
 // and a client that joins the thread meanwhile must not take it for
 // quiet.
-func (m *Manager) startHere(ctx context.Context, thread string, in Input) (taken, error) {
+func (m *Manager) startHere(ctx context.Context, thread string, in Input, p *prepared) (taken, error) {
 	if m.isStopping() {
 		return 0, ErrShuttingDown
 	}
@@ -127,11 +142,6 @@ func (m *Manager) startHere(ctx context.Context, thread string, in Input) (taken
 		return 0, err
 	}
 	defer sl.free()
-	p, err := m.prepare(ctx, thread, in.Options)
-	if err != nil {
-		return 0, err
-	}
-	defer p.done()
 	claim := store.RunClaim{Thread: thread, Run: in.runID, Node: m.cfg.Node}
 	msg := userMessage(thread, in)
 	o := &owner{thread: thread}
@@ -184,19 +194,14 @@ func (m *Manager) startHere(ctx context.Context, thread string, in Input) (taken
 			return startedHere, nil
 		}
 		// Something was committed between the history the run read and
-		// its message: the run starts again, the ordinary way.
+		// its message: the run starts again, the ordinary way, with the
+		// same spec.
 		if sl, err = m.admit(); err != nil {
 			m.endUnstarted(thread, in.runID)
 			m.abandon(o, claim)
 			return 0, err
 		}
 		defer sl.free()
-		if run.spec, err = m.prepare(ctx, thread, in.Options); err != nil {
-			m.endUnstarted(thread, in.runID)
-			m.abandon(o, claim)
-			return 0, err
-		}
-		defer run.spec.done()
 	}
 	run.after, run.gate = after, nil
 	a := m.newActive(in.runID)
@@ -250,8 +255,12 @@ func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error
 		if m.isStopping() {
 			return ErrShuttingDown
 		}
-		if err := m.check(ctx, o.thread, in.Options); err != nil {
-			return err
+		// A post from another node is checked here as well: this node
+		// runs it.
+		if !m.checkedHere(cmd.Run) {
+			if err := m.check(ctx, o.thread, in.Options); err != nil {
+				return err
+			}
 		}
 		// Under o.mu, so that the owner cannot find the queue empty and
 		// let the thread go while this input is on its way in (owner).
@@ -284,4 +293,12 @@ func (m *Manager) handle(ctx context.Context, o *owner, cmd event.Command) error
 		return ErrUnknownRequest
 	}
 	return a.inbox.Deliver(cmd)
+}
+
+// checkedHere reports whether run is a post this Manager checked (Post)
+// and is sending to the thread's owner (send).
+func (m *Manager) checkedHere(run string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.checked[run]
 }

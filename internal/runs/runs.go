@@ -104,11 +104,14 @@ type Config struct {
 	// every claim found at start is a previous process's.
 	Shared bool
 	// Prepare turns a post's run options into what the run's spec holds
-	// beyond its ids (strategy, prompt, tools, model, logger), on the node
-	// that runs it, when its run starts; options it cannot honour fail the
-	// post (checked when it is taken as well). release, if not nil, is
-	// called once the run has ended. A nil Prepare takes only the strategy
-	// from the options.
+	// beyond its ids (strategy, prompt, tools, model, logger). Post calls
+	// it once, so that options this node cannot honour fail the post, and
+	// a run that starts at once starts with that spec; an owner on another
+	// node checks a post it queues the same way, and queued input is
+	// prepared again when its run starts, on the node that runs it.
+	// release, if not nil, is called once the spec is no longer needed:
+	// after the check, or once the runs that used it have ended. A nil
+	// Prepare takes only the strategy from the options.
 	Prepare func(ctx context.Context, thread string, opts event.RunOptions) (spec agent.Spec, release func(), err error)
 	// Ready, if set, says whether this node may start runs now (its bus is
 	// connected); Post refuses with ErrUnavailable otherwise.
@@ -132,6 +135,7 @@ type Manager struct {
 	owned    map[string]*owner        // the threads this node owns
 	busy     map[string]chan struct{} // threads being claimed or let go here (enter)
 	starting map[string]string        // thread -> the run a post is starting here, until its claim is committed (announce)
+	checked  map[string]bool          // runs of posts Post checked and is sending to their owners (send)
 	stopping bool
 }
 
@@ -176,7 +180,7 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, logger: cfg.Logger, ctx: ctx, cancel: cancel, owned: map[string]*owner{},
-		busy: map[string]chan struct{}{}, starting: map[string]string{}}
+		busy: map[string]chan struct{}{}, starting: map[string]string{}, checked: map[string]bool{}}
 	kctx, stop := context.WithCancel(context.Background())
 	m.stopKeeper = stop
 	m.keeper.Go(func() { m.keepLeases(kctx) })

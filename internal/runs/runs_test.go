@@ -171,6 +171,10 @@ type env struct {
 	// built-in tools in workdir.
 	model llm.Model
 	tools agent.Toolbox
+	// prepare, when set, is the Config.Prepare of the Managers newManager
+	// starts; wrap, when set, wraps their runner (the agent).
+	prepare func(ctx context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error)
+	wrap    func(runs.Runner) runs.Runner
 }
 
 // hookedBus is a bus with a hook before every Send: the moment a Post
@@ -224,7 +228,11 @@ func (e *env) newManager() *runs.Manager {
 	b := local.New()
 	e.t.Cleanup(func() { _ = b.Close() })
 	e.bus = &hookedBus{Bus: b}
-	m := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: e.agent, Node: "node-" + event.NewID()})
+	var runner runs.Runner = e.agent
+	if e.wrap != nil {
+		runner = e.wrap(runner)
+	}
+	m := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: runner, Node: "node-" + event.NewID(), Prepare: e.prepare})
 	require.NoError(e.t, m.Recover(e.t.Context()))
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())

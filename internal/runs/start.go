@@ -12,10 +12,12 @@ import (
 )
 
 // prepared is a run's spec as Config.Prepare made it from the run's
-// options, with what Prepare opened for it (release). Whoever prepared it
-// and the run launched with it each hold a reference, and what Prepare
-// opened is released with the last one: when the run ends, or when its
-// start is given up.
+// options, with what Prepare opened for it (release). A post is prepared
+// once (Post): the spec its check made is the one its run starts with when
+// it starts at once, and the one a run started again after an undone start
+// ahead uses as well, while the undone run may still be stopping. So the
+// spec is shared: whoever prepared it and each run launched with it hold a
+// reference, and what Prepare opened is released with the last one.
 type prepared struct {
 	spec    agent.Spec
 	release func() // Prepare's, or nil
