@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -136,4 +137,73 @@ func TestRunStartedAgainKeepsItsSpec(t *testing.T) {
 	defer p.mu.Unlock()
 	assert.Equal(t, []startedWith{{run: post.Run, spec: "spec 1"}, {run: post.Run, spec: "spec 1"}}, p.started,
 		"the undone run and the run started again, with the post's spec, not released")
+}
+
+// specRunner records the spec of every run before running it.
+type specRunner struct {
+	runs.Runner
+	mu    sync.Mutex
+	specs []agent.Spec
+}
+
+func (s *specRunner) Run(ctx context.Context, spec agent.Spec, j agent.Journal, inbox *agent.Inbox) error {
+	s.mu.Lock()
+	s.specs = append(s.specs, spec)
+	s.mu.Unlock()
+	return s.Runner.Run(ctx, spec, j, inbox)
+}
+
+// TestPrepareTurnsOptionsIntoTheRunsSpec posts with run options: the
+// owner's Prepare turns them into the run's spec, what it cannot honour is
+// refused (nothing is committed), and whatever Prepare opened (to check a
+// post, or for a run) is released.
+func TestPrepareTurnsOptionsIntoTheRunsSpec(t *testing.T) {
+	e := newEnv(t)
+	var (
+		mu               sync.Mutex
+		opened, released int
+	)
+	prepare := func(_ context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error) {
+		if opts.Folder == "../outside" {
+			return agent.Spec{}, nil, errors.New("the folder is outside the working folder")
+		}
+		mu.Lock()
+		opened++
+		mu.Unlock()
+		return agent.Spec{Strategy: opts.Strategy, System: "You work in " + opts.Folder + "."}, func() {
+			mu.Lock()
+			released++
+			mu.Unlock()
+		}, nil
+	}
+	rec := &specRunner{Runner: e.agent}
+	m := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: rec, Node: "node-p", Prepare: prepare})
+	t.Cleanup(func() { m.Shutdown(t.Context()) })
+
+	_, err := m.Post(t.Context(), "t1", runs.Input{Text: "hello", Options: event.RunOptions{Folder: "../outside"}})
+	require.Error(t, err)
+	assert.Empty(t, e.events("t1", nil), "a refused post commits nothing")
+
+	first, err := m.Post(t.Context(), "t1", runs.Input{Text: "touch it", Interactive: true, Options: event.RunOptions{Strategy: "react", Folder: "a"}})
+	require.NoError(t, err)
+	e.log.waitFor(t, 1, approvalOf(first.Run))
+	_, err = m.Post(t.Context(), "t1", runs.Input{Text: "queued", Options: event.RunOptions{Folder: "../outside"}})
+	require.Error(t, err, "queued input is prepared when it is taken, and refused then")
+	dropped, err := m.Post(t.Context(), "t1", runs.Input{Text: "dropped", Options: event.RunOptions{Folder: "b"}})
+	require.NoError(t, err)
+	require.True(t, dropped.Queued)
+	require.NoError(t, m.Cancel(t.Context(), "t1"), "cancelling drops the queued input")
+	e.log.waitFor(t, 1, ended(first.Run))
+
+	rec.mu.Lock()
+	require.Len(t, rec.specs, 1)
+	assert.Equal(t, "react", rec.specs[0].Strategy)
+	assert.Equal(t, "You work in a.", rec.specs[0].System)
+	assert.Equal(t, first.Run, rec.specs[0].Run)
+	rec.mu.Unlock()
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return opened > 0 && released == opened
+	}, testTimeout, time.Millisecond, "everything Prepare opened is released")
 }
