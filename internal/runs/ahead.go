@@ -102,9 +102,6 @@ func (m *Manager) aheadSeq(ctx context.Context, thread string) (int64, bool) {
 	return last + 1, true
 }
 
-// after is the seq the run's events follow: its user message's.
-func (a *ahead) after() int64 { return a.msg.Seq }
-
 // commit decides the gate on the commit of the run's user message at seq:
 // committed when seq is the one the run's history gave the message, undone
 // when something else was committed in between. It reports whether the

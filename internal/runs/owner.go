@@ -21,9 +21,11 @@ import (
 // owner lets the thread go (released) only in the critical section in
 // which it found the queue empty (advance), and its command handler puts a
 // post in the queue only in a critical section that finds it not released
-// (handle). So no post enters the queue of an owner that has let go
-// without an answer that sends it to the thread's next owner
-// (bus.ErrNoHandler).
+// (handle). So a post never joins the queue of an owner that has let the
+// thread go behind its back: it is answered bus.ErrNoHandler, and its
+// poster looks for the thread's next owner. (Input another node queued in
+// the store meanwhile is run by the kick that follows the release, see
+// letGo.)
 type owner struct {
 	thread string
 	stop   func() // stops handling the thread's commands; set by adopt

@@ -59,7 +59,7 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 	}
 }
 
-// taken says what became of a post that offer made.
+// taken says what offer did with a post.
 type taken int
 
 const (

@@ -52,8 +52,8 @@ func (m *Manager) advance(o *owner, claim store.RunClaim) {
 // next takes the thread's queued input, oldest first, until one of them
 // starts: it moves the thread's claim to that input's run and starts it,
 // and returns the run and its claim. An input that cannot start is
-// recorded as failed and the next one is taken. It touches nothing of o
-// but its thread: advance makes the run o's.
+// recorded as failed and the next one is taken. It reads only o's thread,
+// and hands o to the run it launches: advance makes the run o's.
 func (m *Manager) next(o *owner, claim store.RunClaim) (*active, store.RunClaim, handoff) {
 	ctx := m.ctx
 	for !m.isStopping() {

@@ -15,6 +15,17 @@
 // in the log (run.failed, code interrupted) and runs the thread's queued
 // input, which waits in the store. On one node the local bus makes Send a
 // function call; between nodes a network bus carries the same commands.
+//
+// A post (Post, in post.go) goes to the thread's owner, which queues it;
+// to a thread without one, the posting Manager becomes its owner: it
+// claims the thread and records the message in one commit, and starts the
+// run, ahead of that commit where it can (ahead.go). When a run ends, its
+// owner starts the queue's next input or lets the thread go (queue.go).
+// The rest is split the same way: taking, holding and giving up a thread
+// in owner.go; renewing leases and taking over dead nodes' threads in
+// lease.go; launching a run (its spec, its place among the runs Shutdown
+// waits for) in start.go; the log as a run sees it in journal.go; ending
+// the runs that dead processes left in recover.go.
 package runs
 
 import (
@@ -115,7 +126,9 @@ type Config struct {
 	Prepare func(ctx context.Context, thread string, opts event.RunOptions) (spec agent.Spec, release func(), err error)
 	// Ready, if set, says whether this node may start runs now (its bus is
 	// connected); Post refuses with ErrUnavailable otherwise.
-	Ready  func() bool
+	Ready func() bool
+	// Logger logs what goes wrong with runs and their threads (default:
+	// nothing).
 	Logger *slog.Logger
 }
 
@@ -126,7 +139,7 @@ type Manager struct {
 
 	ctx    context.Context // parent of every run; cancelled by Shutdown
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per run started
+	wg     sync.WaitGroup // one per run started (admit, slot)
 
 	stopKeeper context.CancelFunc
 	keeper     sync.WaitGroup // the lease keeper
@@ -141,6 +154,7 @@ type Manager struct {
 
 // Input is a user message for a thread.
 type Input struct {
+	// Text is the user's message.
 	Text string
 	// Interactive runs can ask a person for approvals and input (see
 	// agent.Spec.Interactive).
