@@ -139,7 +139,10 @@ func (m *Manager) launch(a *active, sl *slot, s runStart) {
 		defer s.spec.done()
 		err := m.cfg.Runner.Run(a.ctx, spec, journal{m.cfg.Log, s.owner.thread, s.gate}, a.inbox)
 		if s.gate != nil && !s.gate.wait() {
-			return // undone: the thread is not this run's
+			// Undone: the thread is not this run's.
+			m.logger.Debug("dropped a run started ahead of its commit", "thread", s.owner.thread, "run", a.id,
+				"cause", context.Cause(a.ctx))
+			return
 		}
 		if err != nil {
 			m.logger.Error("run lost its journal", "thread", s.owner.thread, "run", a.id, "err", err)
@@ -161,6 +164,7 @@ func (m *Manager) record(ctx context.Context, in Input, msg event.Event) (int64,
 	return committed[len(committed)-1].Seq, nil
 }
 
+// userMessage is the event that records in's message in the thread.
 func userMessage(thread string, in Input) event.Event {
 	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
 }
