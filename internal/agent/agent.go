@@ -247,11 +247,17 @@ func (a *Agent) Run(ctx context.Context, spec Spec, j Journal, inbox *Inbox) err
 var errJournal = errors.New("the run's events could not be stored")
 
 // ErrSuperseded, as the cause of a run's cancellation, says another server
-// has taken the run's thread over and ended the run in its log, or (as
-// the runs package uses it) that the run was started ahead of the commit
-// that would have made the thread its own, and that commit did not: the
-// run stops and records nothing more, and runs no tool.
+// has taken the run's thread over and ended the run in its log: the run
+// stops, records nothing more and runs no tool.
 var ErrSuperseded = errors.New("the run's thread was taken over by another server")
+
+// ErrUndone, as the cause of a run's cancellation, says the run was started
+// ahead of the commit that would have made the thread its own (the runs
+// package does that), and that commit did not: like a superseded run, it
+// stops, records nothing more and runs no tool. It is not ErrSuperseded,
+// so that logs and callers can tell a start given up on this server from
+// a thread another server took over.
+var ErrUndone = errors.New("the run started ahead of a commit that did not make the thread its own")
 
 // run is the state of one run.
 type run struct {
@@ -326,10 +332,14 @@ func (r *run) flush() error {
 	return r.em.flush()
 }
 
-// superseded reports whether another server has taken the run over.
+// superseded reports whether the run records nothing more: another server
+// has taken it over (ErrSuperseded), or its start was undone (ErrUndone).
 func (r *run) superseded() bool { return superseded(r.ctx) }
 
-func superseded(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrSuperseded) }
+func superseded(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	return errors.Is(cause, ErrSuperseded) || errors.Is(cause, ErrUndone)
+}
 
 // execute starts the run, rebuilds the model's transcript from the log and
 // hands over to the run's strategy.
@@ -432,8 +442,8 @@ func (r *run) end(ctx context.Context, err error, code string) {
 	switch {
 	case errors.Is(context.Cause(ctx), errJournal):
 		// Nothing more can be recorded; Run makes a last attempt.
-	case errors.Is(context.Cause(ctx), ErrSuperseded):
-		// Another server ended the run.
+	case superseded(ctx):
+		// Another server ended the run, or its start was undone.
 	case errors.Is(err, errStop):
 		r.emit(event.RunCancelled{Reason: event.CodeDenied})
 	case ctx.Err() != nil:

@@ -30,7 +30,7 @@ type emitter struct {
 	thread, run string
 	onFail      func(error)     // called once, when the first append fails
 	coalesce    bool            // merge the deltas of a batch (Config.CoalesceDeltas)
-	runCtx      context.Context // the run's own: its cause says whether it was superseded
+	runCtx      context.Context // the run's own: its cause says whether it was superseded or undone
 	preview     func(event.Event)
 	window      time.Duration // how long a previewed delta may wait for its commit
 	unwatched   time.Duration // the same while no subscriber waits for commits
@@ -262,7 +262,7 @@ func (e *emitter) loop() {
 			events = coalesce(events)
 		}
 		if superseded(e.runCtx) {
-			events = nil // another server ended the run
+			events = nil // another server ended the run, or its start was undone
 		}
 		var committed []event.Event
 		if len(events) > 0 && err == nil {

@@ -1,12 +1,15 @@
 package agent_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -259,6 +262,47 @@ func TestCancelMidStream(t *testing.T) {
 		"run.cancelled cancelled",
 	}, lines(evs))
 	assert.Equal(t, "One ", only[event.MessageCompleted](t, evs).Text)
+}
+
+// TestRunThatIsNoLongerItsThreadsRecordsNothingMore cancels a run
+// mid-stream with each cause that says its events are no longer its
+// thread's: another server took the thread over (ErrSuperseded), or its
+// start ahead of its commit was undone (ErrUndone). Either way it records
+// nothing more, not even the end of the message it was streaming; and the
+// two causes are told apart.
+func TestRunThatIsNoLongerItsThreadsRecordsNothingMore(t *testing.T) {
+	assert.False(t, errors.Is(agent.ErrUndone, agent.ErrSuperseded), "an undone start is not a takeover")
+	assert.False(t, errors.Is(agent.ErrSuperseded, agent.ErrUndone), "a takeover is not an undone start")
+	for name, cause := range map[string]error{"superseded": agent.ErrSuperseded, "undone": agent.ErrUndone} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, "failures")
+			// The scenario's pacing: the second word comes thirty seconds
+			// after the first.
+			a := e.agent(agent.Config{Model: &recorder{Model: scriptedModel(t, "failures")}})
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			spec := agent.Spec{Thread: e.thread, Run: event.NewID(), Input: "slow answer"}
+			_, err := e.store.Append(ctx, e.thread, event.New(e.thread, spec.Run, event.MessageUser{MessageID: event.NewID(), Text: spec.Input}))
+			require.NoError(t, err)
+			j := newJournal(e.store, e.thread)
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx, spec, j, agent.NewInbox()) }()
+			j.waitFor(t, 1, ofType(event.TypeMessageDelta))
+			cancel(cause)
+			select {
+			case err := <-done:
+				require.NoError(t, err, "Run")
+			case <-time.After(testTimeout):
+				t.Fatalf("the run did not end within %s", testTimeout)
+			}
+			assert.Equal(t, []string{
+				"run.started react",
+				"node.entered think",
+				"message.started assistant",
+				`message.delta "One "`,
+			}, lines(e.runEvents(spec.Run)))
+		})
+	}
 }
 
 func TestCancelMidTool(t *testing.T) {

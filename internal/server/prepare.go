@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
@@ -33,6 +37,8 @@ type preparer struct {
 	// model returns the model of the server's provider called name, for a
 	// workflow agent that names one; nil refuses such workflows.
 	model func(name string) (llm.Model, error)
+	// roles keeps the role files read for runs' system prompts.
+	roles roleCache
 }
 
 func (p *preparer) prepare(_ context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error) {
@@ -54,7 +60,7 @@ func (p *preparer) prepare(_ context.Context, thread string, opts event.RunOptio
 		spec.Logger = slog.New(verbose{p.log.Handler()}).With("verbose", true)
 	}
 	if opts.Folder == "" || opts.Folder == "." {
-		system, err := rolePrompt(p.root)
+		system, err := p.roles.prompt(p.root)
 		if err != nil {
 			return agent.Spec{}, nil, err
 		}
@@ -75,7 +81,7 @@ func (p *preparer) prepare(_ context.Context, thread string, opts event.RunOptio
 		return agent.Spec{}, nil, &protocol.Error{Code: protocol.CodeInvalid, Cause: err,
 			Message: fmt.Sprintf("working folder %q is not a folder the server can open", opts.Folder)}
 	}
-	system, err := rolePrompt(root)
+	system, err := p.roles.prompt(root)
 	if err != nil {
 		_ = root.Close()
 		return agent.Spec{}, nil, err
@@ -94,19 +100,38 @@ const (
 // maxRoleBytes caps each role file.
 const maxRoleBytes = 256 << 10
 
-// rolePrompt is the system prompt of every model call of a run working in
+// roleCache keeps the text of the role files read, by path, with the
+// file's stat when it was read, so that a run's start costs a stat per
+// file rather than a read: a file whose stat changed (another file, or
+// another size, modification time, mode or number of links) is read
+// again, with every check. A file rewritten in place at its size within
+// one tick of the file system's clock keeps its old text until its next
+// change; editors that write a new file and rename it over the old one
+// change the file. Files that do not exist are not kept.
+type roleCache struct {
+	mu    sync.Mutex
+	files map[string]roleText
+}
+
+// roleText is a role file's text and its stat when it was read.
+type roleText struct {
+	info fs.FileInfo
+	text string
+}
+
+// prompt is the system prompt of every model call of a run working in
 // root: SOUL.md (else the built-in systemPrompt), followed by AGENTS.md
 // when present. The files are read through the sandbox, so a symbolic
 // link that leads out of the folder is refused, as the tools refuse it.
-func rolePrompt(root *sandbox.Root) (string, error) {
-	soul, err := roleFile(root, soulFile)
+func (c *roleCache) prompt(root *sandbox.Root) (string, error) {
+	soul, err := c.file(root, soulFile)
 	if err != nil {
 		return "", err
 	}
 	if soul == "" {
 		soul = systemPrompt
 	}
-	agents, err := roleFile(root, agentsFile)
+	agents, err := c.file(root, agentsFile)
 	if err != nil {
 		return "", err
 	}
@@ -116,24 +141,81 @@ func rolePrompt(root *sandbox.Root) (string, error) {
 	return soul + "\n\n" + agents, nil
 }
 
-// roleFile returns the trimmed text of name in root, "" when it does not
-// exist. A file that exists but cannot be used is an error the client
-// sees: the run would otherwise go on without the role it was given.
-func roleFile(root *sandbox.Root, name string) (string, error) {
-	b, err := root.ReadFile(name)
+// file returns the trimmed text of name in root, "" when it does not
+// exist: the text kept when the file's stat is the one it was read with,
+// else what roleFile reads now.
+func (c *roleCache) file(root *sandbox.Root, name string) (string, error) {
+	path := filepath.Join(root.Dir(), name)
+	if now, err := root.Stat(name); err == nil {
+		c.mu.Lock()
+		kept, ok := c.files[path]
+		c.mu.Unlock()
+		if ok && unchanged(kept.info, now) {
+			return kept.text, nil
+		}
+	}
+	text, info, err := roleFile(root, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if info == nil {
+		delete(c.files, path)
+		return text, err
+	}
+	if c.files == nil {
+		c.files = map[string]roleText{}
+	}
+	c.files[path] = roleText{info: info, text: text}
+	return text, nil
+}
+
+// unchanged reports whether now describes the file then described, as it
+// was: the same file, size, modification time, mode and number of links
+// (a file that gains a link is refused, see sandbox.Root.Open).
+func unchanged(then, now fs.FileInfo) bool {
+	return os.SameFile(then, now) && then.Size() == now.Size() && then.ModTime().Equal(now.ModTime()) &&
+		then.Mode() == now.Mode() && links(then) == links(now)
+}
+
+// links is the number of links of the file fi describes, 0 where the
+// system does not say.
+func links(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 0
+}
+
+// roleFile reads the trimmed text of name in root, "" when it does not
+// exist, and the stat of the file it read (nil when it read none, or
+// refused it). A file that exists but cannot be used is an error the
+// client sees: the run would otherwise go on without the role it was
+// given.
+func roleFile(root *sandbox.Root, name string) (string, fs.FileInfo, error) {
+	var (
+		b    []byte
+		info fs.FileInfo
+	)
+	f, err := root.Open(name)
+	if err == nil {
+		info, err = f.Stat()
+		if err == nil {
+			b, err = io.ReadAll(f)
+		}
+		_ = f.Close()
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "", nil
+		return "", nil, nil
 	case errors.Is(err, sandbox.ErrEscape):
-		return "", &protocol.Error{Code: protocol.CodeInvalid, Cause: err,
+		return "", nil, &protocol.Error{Code: protocol.CodeInvalid, Cause: err,
 			Message: fmt.Sprintf("%s of the working folder leads outside it", name)}
 	case err != nil:
-		return "", &protocol.Error{Code: protocol.CodeInvalid, Cause: err,
+		return "", nil, &protocol.Error{Code: protocol.CodeInvalid, Cause: err,
 			Message: fmt.Sprintf("%s of the working folder cannot be read: %v", name, err)}
 	case len(b) > maxRoleBytes:
-		return "", protocol.Errorf(protocol.CodeInvalid, "%s of the working folder is larger than %d KiB", name, maxRoleBytes>>10)
+		return "", nil, protocol.Errorf(protocol.CodeInvalid, "%s of the working folder is larger than %d KiB", name, maxRoleBytes>>10)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return strings.TrimSpace(string(b)), info, nil
 }
 
 // verbose is a slog.Handler that logs every level, for a run a client

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -109,4 +110,53 @@ func TestPrepareRolePrompt(t *testing.T) {
 	require.NoError(t, os.Remove(filepath.Join(proj, "SOUL.md")))
 	require.NoError(t, os.Symlink("nowhere.md", filepath.Join(proj, "SOUL.md")))
 	assert.Equal(t, systemPrompt, system("proj"), "a dangling link is no SOUL.md")
+}
+
+// TestPrepareKeepsRoleFiles prepares runs in a folder whose role files
+// change between them: a file is read again when its stat changes (its
+// size, its time, its links, or another file in its place), and only then.
+func TestPrepareKeepsRoleFiles(t *testing.T) {
+	dir := t.TempDir()
+	root, err := sandbox.Open(dir)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = root.Close() })
+	p := &preparer{root: root, policy: tools.PolicySuggest, log: slog.New(slog.DiscardHandler)}
+	system := func() string {
+		t.Helper()
+		spec, _, err := p.prepare(t.Context(), "t", event.RunOptions{})
+		require.NoError(t, err)
+		return spec.System
+	}
+	soul := filepath.Join(dir, "SOUL.md")
+	writeFile(t, dir, "SOUL.md", "You are Ada.")
+	assert.Equal(t, "You are Ada.", system())
+
+	// The same size and time: the stat cannot tell, so the text is the
+	// one read before. (No editor does this; it shows the file is not
+	// read again.)
+	fi, err := os.Stat(soul)
+	require.NoError(t, err)
+	writeFile(t, dir, "SOUL.md", "You are Bob.")
+	require.NoError(t, os.Chtimes(soul, fi.ModTime(), fi.ModTime()))
+	assert.Equal(t, "You are Ada.", system(), "a file whose stat did not change is read again")
+
+	require.NoError(t, os.Chtimes(soul, fi.ModTime().Add(time.Second), fi.ModTime().Add(time.Second)))
+	assert.Equal(t, "You are Bob.", system(), "a file whose time changed")
+
+	writeFile(t, dir, "SOUL.md", "You are Carol.")
+	assert.Equal(t, "You are Carol.", system(), "a file whose size changed")
+
+	next := filepath.Join(dir, "next.md")
+	require.NoError(t, os.WriteFile(next, []byte("You are Dave.."), 0o644))
+	require.NoError(t, os.Chtimes(next, fi.ModTime().Add(time.Second), fi.ModTime().Add(time.Second)))
+	require.NoError(t, os.Rename(next, soul))
+	assert.Equal(t, "You are Dave..", system(), "another file of the same size and time in its place")
+
+	require.NoError(t, os.Link(soul, filepath.Join(t.TempDir(), "elsewhere.md")))
+	_, _, err = p.prepare(t.Context(), "t", event.RunOptions{})
+	require.Error(t, err, "a role file that gained a link elsewhere")
+	assert.Contains(t, err.Error(), "hard links")
+
+	require.NoError(t, os.Remove(soul))
+	assert.Equal(t, systemPrompt, system(), "a removed file")
 }
