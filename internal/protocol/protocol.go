@@ -1,11 +1,12 @@
 // Package protocol holds what every protocol adapter needs from agentwire's
 // core, and the pieces the adapters share. The adapters (agentchat/,
-// threads/, and the ones to come) are siblings: each decodes its inbound
-// messages with its generated package, maps them onto the few commands of
-// Core, follows the thread's event log with a Follower and projects it onto
-// its wire format with a per-connection Projector, and reports failures as
-// an *Error that it maps to its own error frame or status. Each registers
-// itself with a Registration; the server serves what its registry lists.
+// threads/, agentloop/, ag2/ and loom/) are siblings: each decodes its
+// inbound messages with its generated package, maps them onto the few
+// commands of Core, follows the thread's event log with one of the views
+// of Core.Pull (Follow, WatchThread, or the Pull itself) and projects it
+// onto its wire format with a Projector, and reports failures as an *Error
+// that it maps to its own error frame or status. Each registers itself
+// with a Registration; the server serves what its registry lists.
 package protocol
 
 import (
@@ -13,16 +14,19 @@ import (
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/thread"
 )
 
 // FromEnd, as the seq to subscribe after, subscribes from the thread's
 // end: only events committed after the subscription began are delivered.
 const FromEnd int64 = -1
 
-// Core is the thread and run service as the adapters see it. Every method
-// honours its context (cancellation, and the principal it carries; see
-// internal/identity). Errors are *Error values whose Code the adapter maps
-// to its own frame.
+// Core is the thread and run service as the adapters see it. Every
+// method honours its context (cancellation, and the principal it carries;
+// see internal/identity). Errors are *Error values whose Code the adapter
+// maps to its own frame. Every capability an adapter uses is declared
+// here: a Core implements all of them, so that no wrapper can switch a
+// behaviour off by hiding a method.
 type Core interface {
 	// LastSeq is the thread's last committed seq; 0 for an unknown thread.
 	LastSeq(ctx context.Context, thread string) (int64, error)
@@ -30,10 +34,18 @@ type Core interface {
 	Read(ctx context.Context, thread string, after int64, limit int) ([]event.Event, error)
 	// History returns the thread's conversation events (no deltas).
 	History(ctx context.Context, thread string) ([]event.Event, error)
-	// Subscribe replays the thread's events after seq after (or none,
-	// with FromEnd), then continues live, with no gap and no duplicate.
-	// A seq past the thread's end is CodeInvalid.
-	Subscribe(ctx context.Context, thread string, after int64) (Feed, error)
+	// Pull follows the thread after seq after (or from its end, with
+	// FromEnd): its events from the log, then live, with no gap and no
+	// duplicate, driven by the consumer (thread.Pull); notify says when
+	// to call Next. A seq past the thread's end is CodeInvalid. Following
+	// a thread does not make it the caller's: a thread nobody owns yet
+	// is followed until its first event, which only its owner then
+	// gets (CodeNotFound for anyone else). Every other way of following
+	// (Follow, WatchThread) is a view over it.
+	Pull(ctx context.Context, thread string, after int64, notify func()) (*thread.Pull, error)
+	// Own makes the thread the caller's if nobody owns it yet, and
+	// refuses it (CodeNotFound) when another principal does.
+	Own(ctx context.Context, thread string) error
 	// Post gives the thread a user message, starting or queueing a run.
 	Post(ctx context.Context, thread string, in runs.Input) (runs.Posted, error)
 	// Resolve answers a pending approval, input or UI request
@@ -44,25 +56,9 @@ type Core interface {
 	Cancel(ctx context.Context, thread string) error
 	// Active is the thread's active run id, or "".
 	Active(ctx context.Context, thread string) (string, error)
-}
-
-// Feed is a subscription to one thread.
-type Feed interface {
-	// Events delivers committed events in seq order; it is closed when the
-	// feed ends.
-	Events() <-chan event.Event
-	// Err says why the feed ended: nil after Close, else the cause (a slow
-	// consumer's feed ends with bus.ErrSlowConsumer; Follower resumes it).
-	Err() error
-	// Head is the thread's last seq when the subscription began: replayed
-	// events run up to it, live ones follow.
-	Head() int64
-	// Last is the seq of the last event the consumer received from Events,
-	// or the seq the feed started after; exact once Events is closed (it may
-	// lag by an event before).
-	Last() int64
-	// Close ends the feed and waits until Events is closed.
-	Close()
+	// Record appends p, an event a person caused outside any run (an AG2
+	// artifact patch), to the thread's log and returns it as committed.
+	Record(ctx context.Context, thread string, p event.Payload) (event.Event, error)
 }
 
 // A Projector turns a thread's canonical events into one connection's
@@ -73,12 +69,4 @@ type Feed interface {
 // frames) and one goroutine uses it. Most events project to nothing.
 type Projector[F any] interface {
 	Project(e event.Event) []F
-}
-
-// Recorder is implemented by a Core that can record an event a person
-// caused outside any run (an AG2 artifact patch): Record appends p to the
-// thread's log, access-checked like the other methods, and returns the
-// event as committed.
-type Recorder interface {
-	Record(ctx context.Context, thread string, p event.Payload) (event.Event, error)
 }

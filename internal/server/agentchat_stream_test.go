@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 )
 
@@ -244,7 +245,7 @@ func testJoinMidMessage(t *testing.T, live string) {
 		const session = "mid-first"
 		ctx, cancel := context.WithTimeout(context.Background(), frameTimeout)
 		defer cancel()
-		feed, err := ts.core.Subscribe(ctx, session, 0)
+		feed, err := protocol.Subscribe(ctx, ts.core, session, 0)
 		require.NoError(t, err)
 		defer feed.Close()
 		_, err = ts.core.Post(ctx, session, runs.Input{Text: "trickle please"})

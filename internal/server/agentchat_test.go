@@ -18,6 +18,7 @@ import (
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 )
 
@@ -387,7 +388,7 @@ func TestAgentchatSlowSocketIsDisconnected(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), frameTimeout)
 	defer cancel()
-	feed, err := ts.core.Subscribe(ctx, "flood", 0)
+	feed, err := protocol.Subscribe(ctx, ts.core, "flood", 0)
 	require.NoError(t, err)
 	defer feed.Close()
 

@@ -50,34 +50,41 @@ func (c *core) access(ctx context.Context, thread string, own bool) (string, err
 	if err != nil {
 		return "", err
 	}
-	me := identity.FromContext(ctx).ID
-	c.knownMu.Lock()
-	owner, ok := c.known[id]
-	c.knownMu.Unlock()
-	if !ok {
-		if own {
-			owner, err = c.owners.OwnThread(ctx, id, me)
-			ok = err == nil
-		} else {
-			owner, ok, err = c.owners.ThreadOwner(ctx, id)
-		}
-		if err != nil {
-			return "", coreError(err)
-		}
-		if !ok {
-			return id, nil // nobody's yet: nothing to read in it
-		}
-		c.knownMu.Lock()
-		if len(c.known) >= maxKnownOwners {
-			clear(c.known)
-		}
-		c.known[id] = owner
-		c.knownMu.Unlock()
+	owner, ok, err := c.owner(ctx, id, own)
+	if err != nil {
+		return "", err
 	}
-	if owner != me {
+	if ok && owner != identity.FromContext(ctx).ID {
 		return "", errNotFound
 	}
 	return id, nil
+}
+
+// owner returns the thread's owner; ok is false when it has none. With
+// own set, a thread that has no owner yet becomes the principal's of ctx.
+func (c *core) owner(ctx context.Context, id string, own bool) (owner string, ok bool, err error) {
+	c.knownMu.Lock()
+	owner, ok = c.known[id]
+	c.knownMu.Unlock()
+	if ok {
+		return owner, true, nil
+	}
+	if own {
+		owner, err = c.owners.OwnThread(ctx, id, identity.FromContext(ctx).ID)
+		ok = err == nil
+	} else {
+		owner, ok, err = c.owners.ThreadOwner(ctx, id)
+	}
+	if err != nil || !ok {
+		return "", false, coreError(err)
+	}
+	c.knownMu.Lock()
+	if len(c.known) >= maxKnownOwners {
+		clear(c.known)
+	}
+	c.known[id] = owner
+	c.knownMu.Unlock()
+	return owner, true, nil
 }
 
 func (c *core) LastSeq(ctx context.Context, t string) (int64, error) {
@@ -107,49 +114,43 @@ func (c *core) History(ctx context.Context, t string) ([]event.Event, error) {
 	return evs, coreError(err)
 }
 
-// Subscribe makes an unowned thread the subscriber's: otherwise whoever
-// guessed a thread id before its owner used it would watch the owner's
-// conversation.
-func (c *core) Subscribe(ctx context.Context, t string, after int64) (protocol.Feed, error) {
-	t, err := c.access(ctx, t, true)
+// Pull implements protocol.Core. Following a thread does not make it the
+// follower's: otherwise a read of a thread that does not exist yet would
+// claim it, and lock its real user out. A thread nobody owns is followed
+// until its first event, and that event is handed on only if the thread
+// is then the follower's (whoever posts first owns it).
+func (c *core) Pull(ctx context.Context, t string, after int64, notify func()) (*thread.Pull, error) {
+	id, err := protocol.CanonicalThread(t)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := c.threads.Subscribe(ctx, t, after)
-	if err != nil {
-		return nil, coreError(err)
-	}
-	return sub, nil
-}
-
-var _ protocol.Watcher = (*core)(nil)
-
-// Watch implements protocol.Watcher.
-func (c *core) Watch(ctx context.Context, t string, after int64, fn func(event.Event) error, end func(error)) (protocol.Watch, error) {
-	t, err := c.access(ctx, t, true)
+	owner, owned, err := c.owner(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := c.threads.Watch(ctx, t, after, fn, end)
-	if err != nil {
-		return nil, coreError(err)
+	me := identity.FromContext(ctx).ID
+	if owned && owner != me {
+		return nil, errNotFound
 	}
-	return sub, nil
-}
-
-var _ protocol.Puller = (*core)(nil)
-
-// Pull implements protocol.Puller.
-func (c *core) Pull(ctx context.Context, t string, after int64, notify func()) (protocol.Pull, error) {
-	t, err := c.access(ctx, t, true)
-	if err != nil {
-		return nil, err
+	opts := thread.PullOptions{Notify: notify}
+	if !owned {
+		who := context.WithoutCancel(ctx)
+		opts.Admit = func(context.Context) error {
+			_, err := c.access(who, id, false)
+			return err
+		}
 	}
-	p, err := c.threads.Pull(ctx, t, after, notify)
+	p, err := c.threads.Pull(ctx, id, after, opts)
 	if err != nil {
 		return nil, coreError(err)
 	}
 	return p, nil
+}
+
+// Own implements protocol.Core.
+func (c *core) Own(ctx context.Context, t string) error {
+	_, err := c.access(ctx, t, true)
+	return err
 }
 
 func (c *core) Post(ctx context.Context, t string, in runs.Input) (runs.Posted, error) {
@@ -256,11 +257,10 @@ func coreError(err error) error {
 	return protocol.AsError(err)
 }
 
-var _ protocol.Recorder = (*core)(nil)
-
-// Record implements protocol.Recorder.
+// Record implements protocol.Core. Writing to a thread makes it the
+// writer's, as posting does.
 func (c *core) Record(ctx context.Context, t string, p event.Payload) (event.Event, error) {
-	t, err := c.access(ctx, t, false)
+	t, err := c.access(ctx, t, true)
 	if err != nil {
 		return event.Event{}, err
 	}

@@ -48,7 +48,7 @@ func (a *echoAdapter) Shutdown(context.Context) error { return nil }
 func (a *echoAdapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	thread := r.URL.Query().Get("thread")
 	wsconn.Serve(w, r, a.env.Conns, a.env.Conn, func(ctx context.Context, c *wsconn.Conn) error {
-		f, err := protocol.Follow(ctx, a.env.Core, thread, protocol.FromEnd, a.env.Logger)
+		f, err := protocol.Follow(ctx, a.env.Core, thread, protocol.FromEnd)
 		if err != nil {
 			return err
 		}

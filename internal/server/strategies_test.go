@@ -14,6 +14,7 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm/llmtest"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 )
 
@@ -138,7 +139,7 @@ func TestStrategiesAgainstOpenAI(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), frameTimeout)
 			defer cancel()
 			thread := uuid.NewString()
-			feed, err := ts.core.Subscribe(ctx, thread, 0)
+			feed, err := protocol.Subscribe(ctx, ts.core, thread, 0)
 			require.NoError(t, err)
 			defer feed.Close()
 			_, err = ts.core.Post(ctx, thread, runs.Input{Text: "what do my notes say?", Options: event.RunOptions{Strategy: tc.strategy}})

@@ -28,7 +28,7 @@ func follow(t *testing.T, ts *testServer, thread string, after int64, run string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	feed, err := ts.core.Subscribe(ctx, thread, after)
+	feed, err := protocol.Subscribe(ctx, ts.core, thread, after)
 	require.NoError(t, err)
 	defer feed.Close()
 	var out []event.Event

@@ -1,15 +1,18 @@
 // Package thread is the thread service: the one way events enter a thread's
-// log and the one way clients watch it.
+// log and the one way clients follow it.
 //
 // Append commits events to the store and only then publishes them on the
-// bus, so nothing reaches a client that the log could still lose. Subscribe
-// gives a client the thread's events after a seq it names: the log's events
-// first, then live ones from the bus, with no gap and no duplicate at the
-// seam. Every protocol's resume is that one call.
+// bus. (A run may also send previews: deltas not yet committed, to the
+// subscribers that ask for them, which the commit then confirms; see
+// Preview.) Pull follows a thread after a seq a client names: the log's
+// events first, then live ones from the bus, with no gap and no duplicate
+// at the seam. It is the one subscription engine; Watch, Follower and
+// Subscription are views over it for consumers that want a callback, a
+// blocking loop or a channel. Every protocol's resume is that one call.
 //
 // Appends to one thread are not serialised here. The store serialises
 // commits and assigns gapless seqs; concurrent appends may then publish in
-// either order, and a subscription that sees a seq ahead of the next one it
+// either order, and a pull that sees a seq ahead of the next one it
 // expects reads the missing events from the log (which has them: seq N is
 // only committed after every seq before it). The same gap filling covers a
 // bus that reorders or loses events between nodes.
@@ -30,24 +33,19 @@ import (
 
 // Errors of the thread service.
 var (
-	// ErrClosed is returned after Close, and ends the subscriptions that
-	// were open when the service closed.
+	// ErrClosed is returned after Close, and ends the pulls that were
+	// open when the service closed.
 	ErrClosed = errors.New("thread: service closed")
-	// ErrSlowConsumer ends a subscription whose queue overflowed because
-	// its consumer did not keep up. The consumer resumes by subscribing
-	// again after the last seq it received. It is bus.ErrSlowConsumer, so
-	// either name matches.
-	ErrSlowConsumer = bus.ErrSlowConsumer
-	// ErrAfterEnd is returned by Subscribe (as an *AfterEndError) when the
+	// ErrAfterEnd is returned by Pull (as an *AfterEndError) when the
 	// seq to resume after is past the thread's last seq: the client holds a
 	// position this log never had.
 	ErrAfterEnd = errors.New("thread: seq is past the thread's end")
 )
 
-// FromEnd, as Subscribe's after, subscribes from the thread's end.
+// FromEnd, as Pull's after, follows the thread from its end.
 const FromEnd int64 = -1
 
-// AfterEndError is Subscribe's error for a seq past the thread's end.
+// AfterEndError is Pull's error for a seq past the thread's end.
 type AfterEndError struct {
 	Thread      string
 	After, Last int64
@@ -68,12 +66,13 @@ const (
 
 // Options tune a Service. Zero values take the defaults.
 type Options struct {
-	// QueueSize bounds the live events waiting for one subscriber (default
-	// DefaultQueueSize). A subscriber further behind is ended with
-	// ErrSlowConsumer, so it can never hold up an append.
+	// QueueSize bounds the live events waiting for one pull (default
+	// DefaultQueueSize). A pull further behind loses its bus subscription
+	// (bus.ErrSlowConsumer), so it can never hold up an append, and
+	// catches up from the log.
 	QueueSize int
-	// PageSize is how many events a subscription reads from the log at a
-	// time while it replays or fills a gap (default DefaultPageSize).
+	// PageSize is how many events a pull reads from the log at a time
+	// while it replays or fills a gap (default DefaultPageSize).
 	PageSize int
 }
 
@@ -95,8 +94,8 @@ type Service struct {
 
 	mu     sync.Mutex
 	closed bool
-	subs   map[*Subscription]struct{}
-	wg     sync.WaitGroup // one per open subscription, from its start to its end
+	pulls  map[*Pull]struct{}
+	wg     sync.WaitGroup // one per open pull, from its start to its end
 }
 
 // New returns a Service that keeps events in log and fans them out over b.
@@ -111,7 +110,7 @@ func New(log Store, b bus.Bus, logger *slog.Logger, opts Options) *Service {
 	if opts.PageSize <= 0 {
 		opts.PageSize = DefaultPageSize
 	}
-	return &Service{log: log, bus: b, logger: logger, opts: opts, subs: map[*Subscription]struct{}{}}
+	return &Service{log: log, bus: b, logger: logger, opts: opts, pulls: map[*Pull]struct{}{}}
 }
 
 // Append commits events to the thread's log and then publishes them to its
@@ -191,18 +190,20 @@ func (s *Service) Threads(ctx context.Context, after string, limit int) ([]store
 	return s.log.Threads(ctx, after, limit)
 }
 
-// Close ends every open subscription with ErrClosed, waits for them, and
-// refuses further appends and subscriptions. It is idempotent.
+// Close ends every open pull (and so every view of one) with ErrClosed,
+// waits for them to end, and refuses further appends and subscriptions.
+// A pull ends at its consumer's next Next, which its notification
+// prompts. Close is idempotent.
 func (s *Service) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	subs := make([]*Subscription, 0, len(s.subs))
-	for sub := range s.subs {
-		subs = append(subs, sub)
+	pulls := make([]*Pull, 0, len(s.pulls))
+	for p := range s.pulls {
+		pulls = append(pulls, p)
 	}
 	s.mu.Unlock()
-	for _, sub := range subs {
-		sub.cancel(ErrClosed)
+	for _, p := range pulls {
+		p.cancel(ErrClosed)
 	}
 	s.wg.Wait()
 	return nil
@@ -214,110 +215,22 @@ func (s *Service) isClosed() bool {
 	return s.closed
 }
 
-// Subscribe returns a subscription to the thread's committed events with
-// seq > after, in seq order: first those already in the log, then each new
-// one as it is committed. With after FromEnd it delivers only events
-// committed once it has begun. ctx bounds only the call; the subscription
-// lasts until Close, the service's Close, or an error (see
-// Subscription.Err).
-func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*Subscription, error) {
-	return s.subscribe(ctx, thread, after, nil, nil)
-}
-
-// Watch is Subscribe for a consumer that takes each event in a function
-// call instead of from a channel: the subscription's pump calls fn with
-// each event in seq order, on a goroutine it starts when events come and
-// ends when they have been handed on, so an idle watch costs no goroutine
-// at all, and neither does its consumer. fn must
-// not block for long: while it runs, live events gather in the bounded
-// queue. A watch outlives falling behind (ErrSlowConsumer) and a bus that
-// may have missed events (bus.ErrMissed): it reads the log from where fn
-// left off and goes on. It ends at Stop or Close, the service's Close, an
-// error of fn's, or a store or bus error; then end (when not nil) is
-// called on the same goroutine with Err's value, and Done is closed. Events
-// is not used.
-func (s *Service) Watch(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (*Subscription, error) {
-	if fn == nil {
-		return nil, errors.New("thread: watch with a nil function")
-	}
-	return s.subscribe(ctx, thread, after, fn, end)
-}
-
-func (s *Service) subscribe(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (*Subscription, error) {
-	sub, live, last, err := s.open(ctx, thread, after, fn, end)
-	if err != nil {
-		return nil, err
-	}
-	if fn != nil {
-		sub.startLazy(live, last)
-		return sub, nil
-	}
-	go func() {
-		defer s.wg.Done()
-		sub.run(live, last)
-	}()
-	return sub, nil
-}
-
-// open makes a subscription, counted in the service's WaitGroup, and its
-// feed of live events, subscribed before the log's last seq (last) was
-// read. The caller starts its pump.
-func (s *Service) open(ctx context.Context, thread string, after int64, fn func(event.Event) error, end func(error)) (sub *Subscription, live bus.Subscription, last int64, err error) {
-	if after < 0 && after != FromEnd {
-		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q after seq %d: seqs start at 1", thread, after)
-	}
-	if s.isClosed() {
-		return nil, nil, 0, ErrClosed
-	}
-	// Live first: every event committed from here on is published to
-	// live, so reading the log afterwards leaves no gap between the two.
-	live, err = s.bus.Subscribe(ctx, thread, s.opts.QueueSize)
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
-	}
-	last, err = s.log.LastSeq(ctx, thread)
-	if err != nil {
-		live.Close()
-		return nil, nil, 0, fmt.Errorf("thread: subscribe to %q: %w", thread, err)
-	}
-	if after == FromEnd {
-		after = last
-	}
-	if after > last {
-		live.Close()
-		return nil, nil, 0, &AfterEndError{Thread: thread, After: after, Last: last}
-	}
-
-	pctx, cancel := context.WithCancelCause(context.Background())
-	sub = &Subscription{
-		svc:      s,
-		thread:   thread,
-		previews: bus.PreviewsWanted(ctx),
-		head:     last,
-		events:   make(chan event.Event),
-		fn:       fn,
-		end:      end,
-		ctx:      pctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-	}
-	sub.last.Store(after)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		cancel(ErrClosed)
-		live.Close()
-		return nil, nil, 0, ErrClosed
-	}
-	s.subs[sub] = struct{}{}
-	s.wg.Add(1)
-	s.mu.Unlock()
-	return sub, live, last, nil
-}
-
-// forget drops a finished subscription.
-func (s *Service) forget(sub *Subscription) {
+// add counts p among the open pulls, unless the service has closed.
+func (s *Service) add(p *Pull) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.subs, sub)
+	if s.closed {
+		return false
+	}
+	s.pulls[p] = struct{}{}
+	s.wg.Add(1)
+	return true
+}
+
+// remove drops p, which has ended, from the open pulls.
+func (s *Service) remove(p *Pull) {
+	s.mu.Lock()
+	delete(s.pulls, p)
+	s.mu.Unlock()
+	s.wg.Done()
 }

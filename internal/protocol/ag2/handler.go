@@ -193,7 +193,7 @@ func (s *session) serve(ctx context.Context) error {
 		s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The server is shutting down; reconnect shortly", nil, false)}, false)
 		return nil
 	}
-	f, err := protocol.Follow(fctx, s.h.core, s.chat, 0, s.h.log)
+	f, err := protocol.Follow(fctx, s.h.core, s.chat, 0)
 	if err != nil {
 		done()
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound {
@@ -274,9 +274,12 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 			// The frames held are in the replay.
 			holding, held = false, nil
 			s.replay(ctx, n, last)
-		case e, ok := <-f.Events():
-			if !ok {
-				if err := f.Resume(ctx); err != nil {
+		case <-f.Ready():
+			// Between events, so that a resume above meets the live
+			// frames with no gap and no duplicate.
+			for {
+				e, ok, err := f.Next()
+				if err != nil {
 					if ctx.Err() == nil {
 						s.h.log.Error("ag2: following the chat failed", "chat", s.chat, "err", err)
 						s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The chat's events stopped; reconnect and resume", nil, false)}, false)
@@ -284,19 +287,24 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 					}
 					return
 				}
-				continue
-			}
-			last = e.Seq
-			frames := s.proj.Project(e)
-			if e.Seq <= head {
-				continue
-			}
-			if holding {
-				held = append(held, frames...)
-				continue
-			}
-			for _, fr := range frames {
-				s.send(fr, false)
+				if !ok {
+					break
+				}
+				if e.Preview != 0 {
+					continue
+				}
+				last = e.Seq
+				frames := s.proj.Project(e)
+				if e.Seq <= head {
+					continue
+				}
+				if holding {
+					held = append(held, frames...)
+					continue
+				}
+				for _, fr := range frames {
+					s.send(fr, false)
+				}
 			}
 		}
 	}
@@ -493,15 +501,11 @@ func (s *session) HandleArtifactPatch(ctx context.Context, m ag2api.ArtifactPatc
 		}
 	}
 	patch, _ := json.Marshal(m.Patch)
-	rec, ok := s.h.core.(protocol.Recorder)
-	if !ok {
-		return protocol.Errorf(protocol.CodeUnavailable, "this server cannot record artifact patches")
-	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, doc); err != nil {
 		return protocol.Internal(err)
 	}
-	_, err := rec.Record(ctx, s.chat, event.UIPatched{RequestID: m.Corr, Patch: patch, Payload: compact.Bytes()})
+	_, err := s.h.core.Record(ctx, s.chat, event.UIPatched{RequestID: m.Corr, Patch: patch, Payload: compact.Bytes()})
 	return err
 }
 
@@ -665,12 +669,7 @@ func (h *Handler) claimScope(ctx context.Context, chat, ent, user string) error 
 	p := identity.FromContext(ctx)
 	scoped := identity.NewContext(ctx, identity.Principal{ID: p.ID + "/ag2/" + url.PathEscape(ent) + "/" + url.PathEscape(user)})
 	sum := sha256.Sum256([]byte(chat))
-	feed, err := h.core.Subscribe(scoped, "ag2-scope:"+hex.EncodeToString(sum[:20]), protocol.FromEnd)
-	if err != nil {
-		return err
-	}
-	feed.Close()
-	return nil
+	return h.core.Own(scoped, "ag2-scope:"+hex.EncodeToString(sum[:20]))
 }
 
 // begin registers a socket's follow. Its context ends with ctx, with

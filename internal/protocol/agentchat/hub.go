@@ -148,7 +148,7 @@ func (h *hub) leaveLocked(cl *client) {
 // session costs no goroutine here. A watch that fails drops the watcher,
 // so that its sockets' next chat subscribes again, and tells them.
 func (h *hub) follow(ctx context.Context, w *watcher) {
-	watch, err := protocol.WatchThread(bus.WantPreviews(ctx), h.core, w.thread, protocol.FromEnd, h.log,
+	watch, err := protocol.WatchThread(bus.WantPreviews(ctx), h.core, w.thread, protocol.FromEnd,
 		func(e event.Event) error {
 			h.event(ctx, w, e)
 			return nil

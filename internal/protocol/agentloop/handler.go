@@ -141,7 +141,7 @@ func (s *session) serve(ctx context.Context, joined bool) error {
 	if joined {
 		after = 0 // the conversation so far, then live
 	}
-	f, err := protocol.Follow(fctx, s.h.core, s.thread, after, s.h.log)
+	f, err := protocol.Follow(fctx, s.h.core, s.thread, after)
 	if err != nil {
 		done()
 		s.send(s.h.errorFor(err, "follow the thread"))

@@ -181,7 +181,7 @@ func (s *session) work(ctx context.Context) {
 // reports false when the run failed (or could not start).
 func (s *session) execute(ctx context.Context, j runJob) bool {
 	// Follow first, so that no event of the run can come before the follow.
-	f, err := protocol.Follow(ctx, s.h.core, j.thread, protocol.FromEnd, s.h.log)
+	f, err := protocol.Follow(ctx, s.h.core, j.thread, protocol.FromEnd)
 	if err != nil {
 		if ctx.Err() != nil {
 			return true

@@ -239,7 +239,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	// then slip between the post and the stream, and a store that fails
 	// does so before the message is posted.
 	wake := newWaker()
-	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, protocol.FromEnd, h.log, wake.kick)
+	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, protocol.FromEnd, wake.kick)
 	if err != nil {
 		h.coreError(w, r, "subscribe to the thread", err)
 		return
@@ -277,7 +277,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 
 	ctx, thread := r.Context(), id.String()
 	wake := newWaker()
-	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, after, h.log, wake.kick)
+	p, err := protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, after, wake.kick)
 	if err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeInvalid {
 			// The position is past the thread's end: a client of another

@@ -19,58 +19,50 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
+	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/store/memory"
 	"github.com/agentwire/agentwire/internal/thread"
 )
 
-// fakeCore is a protocol.Core whose log, failures and feeds a test sets,
-// for the paths a real server seldom takes: store failures, a feed that
-// breaks or falls behind, a run that never ends. server_test.go covers
-// the rest against the real core.
+// fakeCore is a protocol.Core over a real thread service (a memory store
+// and the local bus) whose failures and runs a test sets, for the paths a
+// real server seldom takes: store failures, a feed that breaks, a run
+// that never ends. server_test.go covers the rest against the real core.
 type fakeCore struct {
-	mu         sync.Mutex
-	log        map[string][]event.Event
-	active     string
-	errs       map[string]error // by method name
-	ends       []feedEnd        // how the next feeds end, in Subscribe order
-	subscribed []int64          // the after of every Subscribe
-	feeds      []*fakeFeed
-	queue      bool // Post queues: it commits nothing
-	runs       int
-}
+	svc *thread.Service
+	bus *local.Bus
 
-// feedEnd makes a feed replay at most n events, then end with err.
-type feedEnd struct {
-	n   int
-	err error
+	mu     sync.Mutex
+	active string
+	errs   map[string]error // by method name
+	queue  bool             // Post queues: it commits nothing
+	runs   int
 }
 
 var _ protocol.Core = (*fakeCore)(nil)
 
-func newFakeCore() *fakeCore {
-	return &fakeCore{log: map[string][]event.Event{}, errs: map[string]error{}}
+func newFakeCore(t *testing.T) *fakeCore {
+	log, b := memory.New(), local.New()
+	c := &fakeCore{svc: thread.New(log, b, nil, thread.Options{}), bus: b, errs: map[string]error{}}
+	t.Cleanup(func() {
+		_ = c.svc.Close()
+		_ = b.Close()
+		_ = log.Close()
+	})
+	return c
 }
 
 // add commits events of run to the thread and publishes them.
 func (c *fakeCore) add(thread, run string, ps ...event.Payload) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.addLocked(thread, run, ps...)
-}
-
-func (c *fakeCore) addLocked(thread, run string, ps ...event.Payload) {
-	for _, p := range ps {
-		e := event.New(thread, run, p)
-		e.Seq = int64(len(c.log[thread]) + 1)
-		c.log[thread] = append(c.log[thread], e)
-		for _, f := range c.feeds {
-			if f.thread == thread && !f.ended {
-				f.ch <- e
-				f.last = e.Seq
-			}
-		}
+	evs := make([]event.Event, len(ps))
+	for i, p := range ps {
+		evs[i] = event.New(thread, run, p)
+	}
+	if _, err := c.svc.Append(context.Background(), thread, evs...); err != nil {
+		panic(err)
 	}
 }
 
@@ -84,63 +76,29 @@ func (c *fakeCore) LastSeq(ctx context.Context, t string) (int64, error) {
 	if err := c.fail("LastSeq"); err != nil {
 		return 0, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return int64(len(c.log[t])), nil
+	return c.svc.LastSeq(ctx, t)
 }
 
 func (c *fakeCore) Read(ctx context.Context, t string, after int64, limit int) ([]event.Event, error) {
-	return nil, errors.New("fakeCore: Read is not used")
+	return c.svc.Read(ctx, t, after, limit)
 }
 
 func (c *fakeCore) History(ctx context.Context, t string) ([]event.Event, error) {
 	if err := c.fail("History"); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []event.Event
-	for _, e := range c.log[t] {
-		if e.Type() != event.TypeMessageDelta && e.Type() != event.TypeMessageStarted {
-			out = append(out, e)
-		}
-	}
-	return out, nil
+	return c.svc.History(ctx, t)
 }
 
-func (c *fakeCore) Subscribe(ctx context.Context, t string, after int64) (protocol.Feed, error) {
-	if err := c.fail("Subscribe"); err != nil {
+func (c *fakeCore) Pull(ctx context.Context, t string, after int64, notify func()) (*thread.Pull, error) {
+	if err := c.fail("Pull"); err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	head := int64(len(c.log[t]))
-	if after == protocol.FromEnd {
-		after = head
+	p, err := c.svc.Pull(ctx, t, after, thread.PullOptions{Notify: notify})
+	if errors.Is(err, thread.ErrAfterEnd) {
+		return nil, protocol.Wrap(protocol.CodeInvalid, err, "past the thread's last event")
 	}
-	if after > head {
-		return nil, protocol.Errorf(protocol.CodeInvalid, "seq %d is past the thread's last event, %d", after, head)
-	}
-	c.subscribed = append(c.subscribed, after)
-	f := &fakeFeed{c: c, thread: t, ch: make(chan event.Event, 1024), head: head, last: after}
-	end := feedEnd{n: -1}
-	if len(c.ends) > 0 {
-		end, c.ends = c.ends[0], c.ends[1:]
-	}
-	for _, e := range c.log[t][after:] {
-		if end.n == 0 {
-			break
-		}
-		f.ch <- e
-		f.last = e.Seq
-		end.n--
-	}
-	if end.err != nil {
-		f.err, f.ended = end.err, true
-		close(f.ch)
-	}
-	c.feeds = append(c.feeds, f)
-	return f, nil
+	return p, err
 }
 
 func (c *fakeCore) Post(ctx context.Context, t string, in runs.Input) (runs.Posted, error) {
@@ -148,17 +106,26 @@ func (c *fakeCore) Post(ctx context.Context, t string, in runs.Input) (runs.Post
 		return runs.Posted{}, err
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.runs++
 	p := runs.Posted{Run: fmt.Sprintf("run-%d", c.runs), MessageID: event.NewID(), Queued: c.queue}
-	if !c.queue {
-		c.addLocked(t, p.Run, event.MessageUser{MessageID: p.MessageID, Text: in.Text})
+	c.mu.Unlock()
+	if !p.Queued {
+		c.add(t, p.Run, event.MessageUser{MessageID: p.MessageID, Text: in.Text})
 	}
 	return p, nil
 }
 
+func (c *fakeCore) Own(context.Context, string) error                    { return nil }
 func (c *fakeCore) Resolve(context.Context, string, event.Command) error { return nil }
 func (c *fakeCore) Cancel(context.Context, string) error                 { return nil }
+
+func (c *fakeCore) Record(ctx context.Context, t string, p event.Payload) (event.Event, error) {
+	evs, err := c.svc.Append(ctx, t, event.New(t, "", p))
+	if err != nil {
+		return event.Event{}, err
+	}
+	return evs[0], nil
+}
 
 func (c *fakeCore) Active(ctx context.Context, t string) (string, error) {
 	if err := c.fail("Active"); err != nil {
@@ -167,40 +134,6 @@ func (c *fakeCore) Active(ctx context.Context, t string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.active, nil
-}
-
-type fakeFeed struct {
-	c          *fakeCore
-	thread     string
-	ch         chan event.Event
-	head, last int64 // last: the last event queued, which a consumer of a closed feed has taken
-	err        error
-	ended      bool // ch is closed
-}
-
-func (f *fakeFeed) Head() int64 { return f.head }
-
-func (f *fakeFeed) Last() int64 {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	return f.last
-}
-
-func (f *fakeFeed) Events() <-chan event.Event { return f.ch }
-
-func (f *fakeFeed) Err() error {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	return f.err
-}
-
-func (f *fakeFeed) Close() {
-	f.c.mu.Lock()
-	defer f.c.mu.Unlock()
-	if !f.ended {
-		f.ended = true
-		close(f.ch)
-	}
 }
 
 // logBuffer collects a handler's log.
@@ -253,14 +186,14 @@ func TestStoreFailures(t *testing.T) {
 		{"history", "History", cause, history, 500, nil},
 		// No conversation events: GET asks LastSeq whether the thread exists.
 		{"history of a thread without messages", "LastSeq", cause, history, 500, event.MessageDelta{MessageID: "a", Text: "x"}},
-		{"post: subscribe", "Subscribe", cause, send, 500, nil},
+		{"post: subscribe", "Pull", cause, send, 500, nil},
 		{"post: post", "Post", cause, send, 500, nil},
 		{"post: shutting down", "Post", protocol.Wrap(protocol.CodeUnavailable, runs.ErrShuttingDown, "the server is shutting down"), send, 503, nil},
-		{"events: subscribe", "Subscribe", cause, resume, 500, nil},
+		{"events: subscribe", "Pull", cause, resume, 500, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			core := newFakeCore()
+			core := newFakeCore(t)
 			id := uuid.New()
 			if tt.seed == nil {
 				tt.seed = event.MessageUser{MessageID: "m0", Text: "hi"}
@@ -302,56 +235,29 @@ func resume(c *Client, id uuid.UUID) error {
 	return err
 }
 
-// TestFeedFailureSendsError: a subscription that breaks ends the stream
-// with an error event whose id is the last event sent, to resume from.
+// TestFeedFailureSendsError: a follow that breaks (its bus closes) ends
+// the stream with an error event whose id is the last event sent, to
+// resume from.
 func TestFeedFailureSendsError(t *testing.T) {
-	core := newFakeCore()
+	core := newFakeCore(t)
 	id := uuid.New()
 	core.add(id.String(), "r1", event.MessageUser{MessageID: "u1", Text: "hi"}, event.MessageDelta{MessageID: "a1", Text: "Hel"})
 	core.active = "r1"
-	core.ends = []feedEnd{{n: -1, err: errors.New("bus broke")}}
 	_, c, logs := fakeServer(t, core)
 
 	s, err := c.Resume(t.Context(), id, "")
 	require.NoError(t, err)
 	defer s.Close()
-	got := readStream(t, s)
-	require.Len(t, got, 2)
-	assert.Equal(t, agentTextEvent("2", threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "Hel"}), got[0])
-	assert.Equal(t, "2", EventID(got[1]))
-	assert.Equal(t, threadsapi.ErrorSSEStreamEvent, got[1].Type)
-	assert.Contains(t, got[1].ErrorSSE.Data.Error, "resume")
-	assert.Contains(t, logs.String(), "bus broke")
-}
-
-// TestSlowConsumerResubscribes: a feed that ends because the stream fell
-// behind is replaced by one after the last event delivered; the client
-// sees no gap and no duplicate.
-func TestSlowConsumerResubscribes(t *testing.T) {
-	core := newFakeCore()
-	id := uuid.New()
-	core.add(id.String(), "r1",
-		event.MessageUser{MessageID: "u1", Text: "hi"},
-		event.MessageDelta{MessageID: "a1", Text: "a"},
-		event.MessageDelta{MessageID: "a1", Text: "b"},
-		event.MessageCompleted{MessageID: "a1", Role: event.RoleAssistant, Text: "ab"},
-		event.RunCompleted{Reason: "final_answer", Reply: "ab"})
-	core.ends = []feedEnd{{n: 2, err: fmt.Errorf("queue full: %w", thread.ErrSlowConsumer)}}
-	_, c, _ := fakeServer(t, core)
-
-	s, err := c.Resume(t.Context(), id, "")
+	first, err := s.Next(t.Context())
 	require.NoError(t, err)
-	defer s.Close()
+	assert.Equal(t, agentTextEvent("2", threadsapi.AgentTextEvent{ThreadID: id, MessageID: "a1", Chunk: "Hel"}), first)
+	require.NoError(t, core.bus.Close())
 	got := readStream(t, s)
-	var ids, names []string
-	for _, e := range got {
-		ids, names = append(ids, EventID(e)), append(names, string(e.Type))
-	}
-	assert.Equal(t, []string{"2", "3", "5"}, ids)
-	assert.Equal(t, []string{EventAgentText, EventAgentText, EventDone}, names)
-	core.mu.Lock()
-	defer core.mu.Unlock()
-	assert.Equal(t, []int64{0, 2}, core.subscribed)
+	require.Len(t, got, 1)
+	assert.Equal(t, "2", EventID(got[0]))
+	assert.Equal(t, threadsapi.ErrorSSEStreamEvent, got[0].Type)
+	assert.Contains(t, got[0].ErrorSSE.Data.Error, "resume")
+	assert.Contains(t, logs.String(), "bus: closed")
 }
 
 // TestQuietThread: a stream that has delivered everything while no run is
@@ -360,7 +266,7 @@ func TestSlowConsumerResubscribes(t *testing.T) {
 // an error saying what became of its run.
 func TestQuietThread(t *testing.T) {
 	t.Run("resume after an interrupted run", func(t *testing.T) {
-		core := newFakeCore()
+		core := newFakeCore(t)
 		id := uuid.New()
 		core.add(id.String(), "r1",
 			event.MessageUser{MessageID: "u1", Text: "hi"},
@@ -376,7 +282,7 @@ func TestQuietThread(t *testing.T) {
 		assert.Equal(t, doneEvent(3), got[1])
 	})
 	t.Run("post: a run without an end", func(t *testing.T) {
-		core := newFakeCore()
+		core := newFakeCore(t)
 		_, c, _ := fakeServer(t, core)
 		s, err := c.SendMessage(t.Context(), uuid.New(), "hello")
 		require.NoError(t, err)
@@ -387,7 +293,7 @@ func TestQuietThread(t *testing.T) {
 		assert.Contains(t, got[0].ErrorSSE.Data.Error, "without an end")
 	})
 	t.Run("post: a queued message that was dropped", func(t *testing.T) {
-		core := newFakeCore()
+		core := newFakeCore(t)
 		id := uuid.New()
 		core.add(id.String(), "r0", event.MessageUser{MessageID: "u0", Text: "first"}, event.RunCancelled{})
 		core.queue = true
@@ -405,7 +311,7 @@ func TestQuietThread(t *testing.T) {
 // TestShutdownDrainsStreams: at shutdown a stream sends what the log holds
 // and closes without done, so its client resumes; new streams get 503.
 func TestShutdownDrainsStreams(t *testing.T) {
-	core := newFakeCore()
+	core := newFakeCore(t)
 	id := uuid.New()
 	core.add(id.String(), "r1", event.MessageUser{MessageID: "u1", Text: "hi"}, event.MessageDelta{MessageID: "a1", Text: "a"})
 	core.active = "r1"
@@ -537,7 +443,7 @@ func TestProjectHistory(t *testing.T) {
 // TestNotFoundBeforeAnyEvent: a thread with no events is unknown to GET and
 // to the resume stream, and HEAD answers like GET.
 func TestNotFoundBeforeAnyEvent(t *testing.T) {
-	core := newFakeCore()
+	core := newFakeCore(t)
 	_, c, _ := fakeServer(t, core)
 	id := uuid.New()
 	for _, call := range []func(*Client, uuid.UUID) error{history, resume} {

@@ -12,6 +12,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
+	"github.com/agentwire/agentwire/internal/thread"
 )
 
 // view is what a stream shows of its thread: the POST stream shows one run,
@@ -116,7 +117,7 @@ const flushEvery = 64
 // negative, the stream checks whether the thread is quiet (see view.quiet)
 // as soon as it has delivered seq quietAt; it checks again whenever it has
 // been idle for a heartbeat.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p protocol.Pull, wake waker, from protocol.Position, known, quietAt int64, v view) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p *thread.Pull, wake waker, from protocol.Position, known, quietAt int64, v view) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
@@ -152,7 +153,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 	s.run(ctx, p, v, quietAt)
 }
 
-func (s *stream) run(ctx context.Context, p protocol.Pull, v view, quietAt int64) {
+func (s *stream) run(ctx context.Context, p *thread.Pull, v view, quietAt int64) {
 	defer p.Close()
 	defer context.AfterFunc(ctx, s.wake.kick)()
 	defer context.AfterFunc(s.h.stopping, s.wake.kick)()
@@ -199,7 +200,7 @@ func (s *stream) run(ctx context.Context, p protocol.Pull, v view, quietAt int64
 // not negative, flushing after every flushEvery events and at the end. It
 // reports whether the stream is over: its view ended it, the follow
 // failed, or the client is gone.
-func (s *stream) deliver(ctx context.Context, p protocol.Pull, v view, drainTo int64) bool {
+func (s *stream) deliver(ctx context.Context, p *thread.Pull, v view, drainTo int64) bool {
 	for drainTo < 0 || s.delivered < drainTo {
 		e, ok, err := p.Next()
 		if err != nil {
