@@ -508,6 +508,40 @@ func TestConnectionCaps(t *testing.T) {
 	}, frameTimeout, 20*time.Millisecond, "the closed connection's place was not given back")
 }
 
+// TestHalfSentRequestsCannotHoldAnAddress: connections that never finish
+// a request do not hold their address's places: a client with an open
+// session and two half-sent requests from its address (at
+// --max-conns-per-ip 2) still gets a second session, whose connection
+// takes the oldest half-sent one's place (that one is closed); the
+// established sessions count apart, and a third is refused.
+func TestHalfSentRequestsCannotHoldAnAddress(t *testing.T) {
+	ts := startServer(t, testConfig(t, "--max-conns-per-ip", "2"), Options{})
+	url := ts.url()
+	a := dial(t, url)
+	var halves []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", ts.Addr("main"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		_, err = c.Write([]byte("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"))
+		require.NoError(t, err)
+		halves = append(halves, c)
+	}
+	b := dial(t, url)
+	b.chat("echo still served", "")
+	b.expect(userMessage("echo still served"), agentMessage("You said: echo still served"))
+	a.chat("echo me too", "")
+	a.expect(userMessage("echo me too"), agentMessage("You said: echo me too"))
+
+	require.NoError(t, halves[0].SetReadDeadline(time.Now().Add(frameTimeout)))
+	_, err := halves[0].Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the oldest half-sent request's connection was closed")
+
+	_, err = dialWS(url, nil)
+	require.Error(t, err, "a third session from one address")
+	assert.Contains(t, err.Error(), "503")
+}
+
 // TestBindSafety: without authentication the server serves loopback only,
 // unless --insecure-no-auth says another layer authenticates.
 func TestBindSafety(t *testing.T) {
@@ -770,4 +804,131 @@ func TestHostileThreadsRequests(t *testing.T) {
 	h, err := ts.core.History(t.Context(), id)
 	require.NoError(t, err)
 	assert.Empty(t, h, "no hostile request started a run")
+}
+
+// TestReadingNeverClaimsAThread: bob reads a thread that does not exist
+// yet on every protocol, and joins it without writing; none of that makes
+// it his. Alice then posts to it and owns it, and bob's sockets, still
+// joined, get nothing of it: they end as a join of another's thread does.
+func TestReadingNeverClaimsAThread(t *testing.T) {
+	cfg, alice, bob := keysConfig(t)
+	ts := startServer(t, cfg, Options{})
+	addr := ts.Addr("main")
+	id := uuid.New()
+	base := "http://" + addr + "/api/v1/threads/" + id.String()
+
+	code, _ := request(t, http.MethodGet, base, "", nil, bearer(bob))
+	assert.Equal(t, http.StatusNotFound, code)
+	code, _ = request(t, http.MethodGet, base+"/events", "", nil, bearer(bob))
+	assert.Equal(t, http.StatusNotFound, code)
+	code, loom := upgrade(t, "ws://"+addr+"/loom", bearer(bob), "")
+	require.Equal(t, http.StatusSwitchingProtocols, code)
+	require.NoError(t, writeFrame(loom, []byte(`{"type":"user_messages","id":"q1","thread_id":"`+id.String()+`"}`)))
+	ctx, cancel := context.WithTimeout(t.Context(), frameTimeout)
+	_, reply, err := loom.Read(ctx)
+	cancel()
+	require.NoError(t, err)
+	assert.NotContains(t, string(reply), `"type":"error"`, "an unknown thread's messages are none")
+	joins := map[string]*websocket.Conn{}
+	for name, url := range map[string]string{
+		"agentloop": "ws://" + addr + "/agentloop?thread_id=" + id.String(),
+		"ag2":       "ws://" + addr + "/ws/default/acme/" + id.String() + "/bob",
+	} {
+		code, ws := upgrade(t, url, bearer(bob), "")
+		require.Equal(t, http.StatusSwitchingProtocols, code, name)
+		joins[name] = ws
+	}
+
+	secret := "echo the launch code is " + uuid.NewString()
+	ac, err := threads.NewClient("http://"+addr, &http.Client{Transport: authTransport(alice)})
+	require.NoError(t, err)
+	stream, err := ac.SendMessage(t.Context(), id, secret)
+	require.NoError(t, err, "alice posts to the thread bob only read")
+	for {
+		_, err := stream.Next(t.Context())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+	}
+	stream.Close()
+
+	for name, ws := range joins {
+		ctx, cancel := context.WithTimeout(t.Context(), frameTimeout)
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				assert.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "%s: %v", name, err)
+				break
+			}
+			assert.NotContains(t, string(b), "launch code", "%s: bob's join got alice's thread", name)
+		}
+		cancel()
+	}
+	code, body := request(t, http.MethodGet, base, "", nil, bearer(bob))
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.NotContains(t, body, "launch code")
+	h, err := ac.History(t.Context(), id)
+	require.NoError(t, err)
+	assert.Len(t, h.Messages, 2, "alice's thread is hers")
+}
+
+// TestLoomRunIDsArePerPrincipal: run ids are the clients', so bob may pick
+// the id alice's waiting run has, and start a run of his own under it;
+// that captures nothing of hers: her answer from another of her sockets
+// still reaches her run, and his answers and cancel naming the id reach
+// nothing of hers.
+func TestLoomRunIDsArePerPrincipal(t *testing.T) {
+	cfg, alice, bob := keysConfig(t)
+	ts := startServer(t, cfg, Options{})
+	addr := ts.Addr("main")
+	dial := func(key string) *websocket.Conn {
+		code, ws := upgrade(t, "ws://"+addr+"/loom", bearer(key), "")
+		require.Equal(t, http.StatusSwitchingProtocols, code)
+		return ws
+	}
+	// read returns frames until one contains want.
+	read := func(ws *websocket.Conn, want string) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), frameTimeout)
+		defer cancel()
+		var got []string
+		for {
+			_, b, err := ws.Read(ctx)
+			require.NoError(t, err, "waiting for %s after %q", want, got)
+			got = append(got, string(b))
+			if strings.Contains(string(b), want) {
+				return got
+			}
+		}
+	}
+	// ask starts run r1 on ws and returns its approval's call id.
+	ask := func(ws *websocket.Conn) string {
+		require.NoError(t, writeFrame(ws, []byte(`{"type":"run","id":"r1","agent":"react","message":"make a file"}`)))
+		frames := read(ws, `"tool_approval"`)
+		var ask struct {
+			Event struct {
+				CallID string `json:"call_id"`
+			} `json:"event"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(frames[len(frames)-1]), &ask))
+		require.NotEmpty(t, ask.Event.CallID)
+		return ask.Event.CallID
+	}
+	a := dial(alice)
+	call := ask(a)
+	b := dial(bob)
+	ask(b) // his own run r1, started after hers
+	_, err := os.Stat(filepath.Join(cfg.Workdir, "approved.txt"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a command ran unanswered")
+
+	a2 := dial(alice)
+	require.NoError(t, writeFrame(a2, []byte(`{"type":"tool_approval_response","id":"r1","call_id":"`+call+`","decision":"approve"}`)))
+	read(a, `"type":"run_end"`)
+	_, err = os.Stat(filepath.Join(cfg.Workdir, "approved.txt"))
+	assert.NoError(t, err, "alice's approval from her other socket reached her run")
+
+	require.NoError(t, writeFrame(b, []byte(`{"type":"cancel","id":"r1"}`)))
+	got := read(b, `"type":"error"`)
+	assert.Contains(t, got[len(got)-1], "cancel", "bob's cancel reached his own run")
 }

@@ -328,7 +328,7 @@ func (s *Server) handler(only string) http.Handler {
 	outer := http.NewServeMux()
 	outer.Handle("GET /healthz", mux)
 	outer.Handle("GET /readyz", mux)
-	outer.Handle("/", identity.Middleware(s.authn, mux))
+	outer.Handle("/", identity.Middleware(s.authn, s.caps.admitting(mux)))
 	return s.guard.handler(outer)
 }
 
@@ -412,8 +412,8 @@ func (s *Server) Start() error {
 // serve serves h on ln in the background until Shutdown, which waits for
 // it. The requests' contexts derive from base when it is not nil.
 func (s *Server) serve(name string, h http.Handler, ln net.Listener, base context.Context) {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: 2 * time.Minute,
+		MaxHeaderBytes: 64 << 10, ConnContext: connContext, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	if base != nil {
 		hs.BaseContext = func(net.Listener) context.Context { return base }
 	}

@@ -179,7 +179,7 @@ func (s *session) serve(ctx context.Context) error {
 		s.c.CloseAfterFlush(websocket.StatusPolicyViolation, reason)
 		return nil
 	}
-	if err := s.h.claimScope(ctx, s.chat, s.ent, s.user); err != nil {
+	if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
 			s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to another enterprise or user")
 			return nil
@@ -240,6 +240,7 @@ const holdLive = 500 * time.Millisecond
 func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	head := f.Head()
 	var last int64
+	scoped := false // the chat's scope was checked since it had events
 	holding, held := true, []frame(nil)
 	hold := time.NewTimer(holdLive)
 	defer hold.Stop()
@@ -279,6 +280,12 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 			// frames with no gap and no duplicate.
 			for {
 				e, ok, err := f.Next()
+				if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
+					// Nobody's chat when the socket opened, and another
+					// principal's now: the refusal is the close alone.
+					s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to someone else")
+					return
+				}
 				if err != nil {
 					if ctx.Err() == nil {
 						s.h.log.Error("ag2: following the chat failed", "chat", s.chat, "err", err)
@@ -292,6 +299,15 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 				if e.Preview != 0 {
 					continue
+				}
+				if !scoped {
+					// The chat may have been nobody's when the socket
+					// opened: its first event says whose it is now.
+					if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
+						s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to another enterprise or user")
+						return
+					}
+					scoped = true
 				}
 				last = e.Seq
 				frames := s.proj.Project(e)
@@ -421,6 +437,9 @@ func (s *session) HandleUserInputSubmit(ctx context.Context, m ag2api.UserInputS
 		if err := protocol.CheckText(m.Text); err != nil {
 			return &protocol.Error{Code: protocol.CodeInvalid, Type: m.Type, Path: "/text", Message: "text is empty: there is nothing to send"}
 		}
+		if err := s.h.claimScope(ctx, s.chat, s.ent, s.user); err != nil {
+			return err
+		}
 		return s.proj.posting(func() (string, error) {
 			p, err := s.h.core.Post(ctx, s.chat, runs.Input{Text: m.Text, Interactive: true,
 				Options: event.RunOptions{Workflow: s.workflow}})
@@ -504,6 +523,9 @@ func (s *session) HandleArtifactPatch(ctx context.Context, m ag2api.ArtifactPatc
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, doc); err != nil {
 		return protocol.Internal(err)
+	}
+	if err := s.h.claimScope(ctx, s.chat, s.ent, s.user); err != nil {
+		return err
 	}
 	_, err := s.h.core.Record(ctx, s.chat, event.UIPatched{RequestID: m.Corr, Patch: patch, Payload: compact.Bytes()})
 	return err
@@ -660,16 +682,35 @@ func (h *Handler) userLimiter(principal, ent, user string) *rate.Limiter {
 	return l
 }
 
-// claimScope makes the chat the enterprise's and user's if it is nobody's
-// yet, and refuses it (CodeNotFound) when it is another's. The scope is
-// kept as the owner of a companion thread that only the principal acting
-// for that enterprise and user can own, through the core like every other
-// access, so it is durable and shared by every node.
-func (h *Handler) claimScope(ctx context.Context, chat, ent, user string) error {
+// A chat belongs to the enterprise and user whose socket first wrote to
+// it (a turn, an artifact patch). The scope is kept as the owner of a
+// companion thread that only the principal acting for that enterprise and
+// user can own, through the core like every other access, so it is
+// durable and shared by every node. Opening a socket only checks it, so
+// that a socket that sends nothing claims nothing.
+
+// scope returns ctx as the principal acting for ent and user, and the
+// chat's companion thread.
+func scope(ctx context.Context, chat, ent, user string) (context.Context, string) {
 	p := identity.FromContext(ctx)
 	scoped := identity.NewContext(ctx, identity.Principal{ID: p.ID + "/ag2/" + url.PathEscape(ent) + "/" + url.PathEscape(user)})
 	sum := sha256.Sum256([]byte(chat))
-	return h.core.Own(scoped, "ag2-scope:"+hex.EncodeToString(sum[:20]))
+	return scoped, "ag2-scope:" + hex.EncodeToString(sum[:20])
+}
+
+// checkScope refuses the chat (CodeNotFound) when another enterprise or
+// user has it.
+func (h *Handler) checkScope(ctx context.Context, chat, ent, user string) error {
+	scoped, t := scope(ctx, chat, ent, user)
+	_, err := h.core.LastSeq(scoped, t)
+	return err
+}
+
+// claimScope makes the chat the enterprise's and user's if it is nobody's
+// yet, and refuses it (CodeNotFound) when it is another's.
+func (h *Handler) claimScope(ctx context.Context, chat, ent, user string) error {
+	scoped, t := scope(ctx, chat, ent, user)
+	return h.core.Own(scoped, t)
 }
 
 // begin registers a socket's follow. Its context ends with ctx, with

@@ -175,6 +175,15 @@ func (h *hub) ended(w *watcher, err error) {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return
 	}
+	if protocol.AsError(err).Code == protocol.CodeNotFound {
+		// The session was nobody's when it was joined, and another
+		// principal's first event made it theirs: nothing of it is sent.
+		if b := h.encode(w, agentchatapi.NewErrorEvent("Session not found")); b != nil {
+			h.send(h.targets(w), b)
+		}
+		h.drop(w)
+		return
+	}
 	h.log.Error("agentchat: following the session failed", "thread", w.thread, "err", err)
 	if b := h.encode(w, agentchatapi.NewErrorEvent("The session's events stopped: internal error. Send a message to continue.")); b != nil {
 		h.send(h.targets(w), b)

@@ -186,6 +186,13 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
+		// The thread was nobody's when the socket joined it, and another
+		// principal's first event made it theirs: nothing of it is sent.
+		s.send(s.h.errorFor(err, "follow the thread"))
+		s.c.CloseAfterFlush(websocket.StatusPolicyViolation, "thread not found")
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		s.h.log.Error("agentloop: following the thread failed", "thread", s.thread, "err", err)
 		s.send(errorFrame("The thread's events stopped: internal error. Reconnect to continue.", map[string]any{"code": string(protocol.CodeInternal)}))

@@ -33,6 +33,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/loomapi"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
@@ -108,7 +109,7 @@ func New(env protocol.Env) (*Handler, error) {
 // ServeHTTP upgrades to a WebSocket and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
+		s := &session{h: h, c: c, who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
 		return s.serve(ctx)
 	})
 }
@@ -117,6 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type session struct {
 	h    *Handler
 	c    *wsconn.Conn
+	who  string      // the principal: the runs of other sockets it may name are its own
 	jobs chan runJob // run requests waiting for the worker
 
 	mu     sync.Mutex
@@ -201,7 +203,7 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 	ref := runRef{thread: j.thread, run: posted.Run}
 	s.track(j.id, ref)
 	defer s.untrack(j.id)
-	s.h.track(j.id, ref)
+	s.h.track(s.who, j.id, ref)
 	var vlog *slog.Logger // the run's debug log, when it is verbose
 	if j.opts.Verbose {
 		vlog = slog.New(verbose{s.h.log.Handler()}).With("protocol", Name, "run", j.id, "thread", j.thread, "core_run", posted.Run)
@@ -225,7 +227,7 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 		return nil
 	})
 	if p.Ended() != running {
-		s.h.untrack(j.id, ref)
+		s.h.untrack(s.who, j.id, ref)
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
@@ -467,7 +469,7 @@ func (s *session) lookup(id string, thread *string) (runRef, error) {
 		if ref, ok := s.ref(id); ok && ref.thread == t {
 			return ref, nil
 		}
-		if ref, ok := s.h.ref(id); ok && ref.thread == t {
+		if ref, ok := s.h.ref(s.who, id); ok && ref.thread == t {
 			return ref, nil
 		}
 		return runRef{thread: t}, nil
@@ -475,7 +477,7 @@ func (s *session) lookup(id string, thread *string) (runRef, error) {
 	if ref, ok := s.ref(id); ok {
 		return ref, nil
 	}
-	if ref, ok := s.h.ref(id); ok {
+	if ref, ok := s.h.ref(s.who, id); ok {
 		return ref, nil
 	}
 	return runRef{}, protocol.Errorf(protocol.CodeNotFound,
@@ -501,13 +503,19 @@ func (s *session) ref(id string) (runRef, bool) {
 	return ref, ok
 }
 
-func (h *Handler) track(id string, ref runRef) {
+// runKey is the key of a principal's run among the runs of every socket:
+// run ids are the clients', so two principals may both choose "r1", and
+// neither may reach the other's.
+func runKey(who, id string) string { return who + "\x00" + id }
+
+func (h *Handler) track(who, id string, ref runRef) {
+	key := runKey(who, id)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.runs[id]; !ok {
-		h.order = append(h.order, id)
+	if _, ok := h.runs[key]; !ok {
+		h.order = append(h.order, key)
 	}
-	h.runs[id] = ref
+	h.runs[key] = ref
 	for len(h.order) > maxTracked {
 		delete(h.runs, h.order[0])
 		h.order = h.order[1:]
@@ -515,21 +523,22 @@ func (h *Handler) track(id string, ref runRef) {
 }
 
 // untrack forgets a run that ended, unless its id names a newer run.
-func (h *Handler) untrack(id string, ref runRef) {
+func (h *Handler) untrack(who, id string, ref runRef) {
+	key := runKey(who, id)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.runs[id] == ref {
-		delete(h.runs, id)
-		if i := slices.Index(h.order, id); i >= 0 {
+	if h.runs[key] == ref {
+		delete(h.runs, key)
+		if i := slices.Index(h.order, key); i >= 0 {
 			h.order = slices.Delete(h.order, i, i+1)
 		}
 	}
 }
 
-func (h *Handler) ref(id string) (runRef, bool) {
+func (h *Handler) ref(who, id string) (runRef, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ref, ok := h.runs[id]
+	ref, ok := h.runs[runKey(who, id)]
 	return ref, ok
 }
 

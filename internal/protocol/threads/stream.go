@@ -334,6 +334,12 @@ func (s *stream) madeUp(e threadsapi.StreamEvent) threadsapi.StreamEvent {
 // error event whose id is the last event delivered, so that resuming from
 // it loses nothing.
 func (s *stream) fail(what string, err error) {
+	if protocol.AsError(err).Code == protocol.CodeNotFound {
+		// The thread was nobody's when the stream opened, and another
+		// principal's first event made it theirs.
+		_ = s.send(s.madeUp(errorEvent(s.delivered, "thread not found")))
+		return
+	}
 	s.h.log.Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
 	_ = s.send(s.madeUp(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received.")))
 }
