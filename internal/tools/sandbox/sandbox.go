@@ -1,12 +1,20 @@
-// Package sandbox confines file access to a working folder. A Root resolves
-// the paths a model writes (relative, absolute, through symbolic links) and
-// refuses every one that would leave the folder; its file operations then go
-// through an os.Root, which refuses escapes again at the system-call level,
-// so a symbolic link swapped in between the check and the use cannot lead out
-// either.
+// Package sandbox confines what the tools touch, in two ways.
 //
-// A Root does not confine programs: a command run in the working folder can
-// still reach anything its user can. That is why commands ask for approval.
+// A Root confines the file tools to a working folder: it resolves the
+// paths a model writes (relative, absolute, through symbolic links) and
+// refuses every one that would leave the folder; its file operations then
+// go through an os.Root, which refuses escapes again at the system-call
+// level, so a symbolic link swapped in between the check and the use
+// cannot lead out either.
+//
+// A Sandbox confines the programs the tools start, whatever their command
+// line says: each runs in new user, PID, mount, IPC and network
+// namespaces, on a root file system of its own (the system directories
+// read-only, what only root may read hidden, the working folder at its own
+// path), with no capability, under Landlock and seccomp, at the Level its
+// approval chose. It is built from Linux features that need no root and no
+// daemon; where the kernel lacks them, Kind says so and nothing runs
+// without approval.
 package sandbox
 
 import (
