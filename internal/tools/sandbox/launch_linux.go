@@ -41,15 +41,17 @@ func Main() {
 	}
 	runtime.LockOSThread()
 	err := launch()
-	// launch returns only when setting up failed, or after a probe.
+	// launch returns only when setting up failed, or after a probe. The
+	// launcher exits at once, without the runtime's exit hooks: in a
+	// binary built with -race they would sleep a second.
 	if err == nil {
-		os.Exit(0)
+		syscall.Exit(0)
 	}
 	errPipe := os.NewFile(errFD, "sandbox-errors")
 	if _, werr := io.WriteString(errPipe, err.Error()); werr != nil {
 		fmt.Fprintln(os.Stderr, "agentwire sandbox:", err)
 	}
-	os.Exit(125)
+	syscall.Exit(125)
 }
 
 // setupError names the step of the setup that failed.
