@@ -49,6 +49,7 @@ import (
 // escapeWorld is a server's working folder and its neighbours.
 type escapeWorld struct {
 	base, work, outside, home string
+	data                      string // the server's data directory
 	// secrets that no output may show.
 	secrets map[string]string
 	ln      *sandboxtest.Listener
@@ -61,7 +62,8 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	w := &escapeWorld{base: base, work: filepath.Join(base, "work"), outside: filepath.Join(base, "outside"),
 		secrets: map[string]string{}}
 	w.home = filepath.Join(w.outside, "home")
-	for _, d := range []string{w.work, filepath.Join(w.home, ".ssh")} {
+	w.data = filepath.Join(base, "data")
+	for _, d := range []string{w.work, filepath.Join(w.home, ".ssh"), w.data} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
 	mark := func(name string) string {
@@ -73,6 +75,7 @@ func newEscapeWorld(t *testing.T) *escapeWorld {
 	write(filepath.Join(w.outside, "secret.txt"), mark("neighbour file")+"\n", 0o644)
 	write(filepath.Join(w.home, ".ssh", "id_ed25519"), mark("ssh key")+"\n", 0o600)
 	write(filepath.Join(w.home, ".bashrc"), "# the server user's\n", 0o644)
+	write(filepath.Join(w.data, "server-secret"), mark("data directory")+"\n", 0o600)
 	// A script that bash would source were BASH_ENV passed on.
 	write(filepath.Join(w.outside, "bash_env.sh"), "touch "+filepath.Join(w.outside, "BASH_ENV-ran")+"\n", 0o755)
 	write(filepath.Join(w.work, "notes.txt"), "remember the milk\n", 0o644)
@@ -174,6 +177,7 @@ func escapes(w *escapeWorld) []escape {
 		one("every /proc/N/environ", bash(`cat /proc/*/environ | tr '\0' '\n'`)),
 		one("the HOME's SSH key", bash("cat ~/.ssh/id_ed25519 "+filepath.Join(w.home, ".ssh", "id_ed25519"))),
 		one("/etc/shadow", bash("cat /etc/shadow /etc/gshadow")),
+		one("the server's data directory", bash("cat "+filepath.Join(w.data, "server-secret")+"; ls "+w.data)),
 		one("umount the mask over /etc/shadow", bash("umount /etc/shadow; umount -l /etc/shadow; cat /etc/shadow")),
 		// Writing where a later shell would run it.
 		one("~/.bashrc", bash("echo 'touch ../outside/P34' >> ~/.bashrc; echo 'touch x' >> "+filepath.Join(w.home, ".bashrc"))),
@@ -249,7 +253,7 @@ func escapeScenario(t *testing.T, rows []escape) string {
 // escapeServer starts a server on w with args on top of the test config.
 func escapeServer(t *testing.T, w *escapeWorld, rows []escape, opts Options, args ...string) *testServer {
 	t.Helper()
-	base := []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", w.work,
+	base := []string{"--addr", "127.0.0.1:0", "--data-dir", w.data, "--workdir", w.work,
 		"--scenario", escapeScenario(t, rows), "--max-steps", "10"}
 	cfg, err := config.Parse(append(base, args...), func(string) string { return "" }, os.Stderr)
 	require.NoError(t, err)
