@@ -105,6 +105,10 @@ func (s *Sandbox) launch(ctx context.Context, sp spec) (*Cmd, error) {
 		// launcher drops every capability and hides root's files.
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}},
+		// The launcher needs these in its namespaces to build them; a
+		// user other than root would lose them at execve but for the
+		// ambient set. It drops them, and every other, before the command.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETPCAP, unix.CAP_NET_ADMIN},
 		Setpgid:     true,
 		Pdeathsig:   syscall.SIGKILL, // the server gone, its commands go too
 	}
