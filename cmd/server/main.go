@@ -18,9 +18,13 @@ import (
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/server"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
 func main() {
+	// This binary is also the launcher of the tools' sandbox: the server
+	// re-executes it to confine each command (see sandbox.Main).
+	sandbox.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
 // The server binary, built once for the tests that run it as a process.
@@ -24,6 +26,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	sandbox.Main()
 	code := m.Run()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)

@@ -18,6 +18,9 @@ type job struct {
 	call  llm.ToolCall
 	tool  tools.Tool
 	class tools.Class
+	// level is the sandbox level the verdict gave the call: the tool runs
+	// its programs at it (tools.WithLevel).
+	level tools.Level
 	// edited is the patch a person edited before approving the call; it
 	// runs instead of the model's.
 	edited string
@@ -52,7 +55,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 		class := t.Classify(args)
 		switch r.a.cfg.Policy.Decide(class, r.remembered.has) {
 		case tools.Run:
-			jobs = append(jobs, job{c, t, class, ""})
+			jobs = append(jobs, job{c, t, class, r.a.cfg.Policy.Level(class, false, r.remembered.has), ""})
 		case tools.Refuse:
 			r.result(c, "Refused: the approval policy does not allow this call.", true)
 		case tools.Ask:
@@ -72,7 +75,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 				if ans.Decision == event.DecisionApproveAlways && class.Key != "" {
 					r.remembered.add(class.Key)
 				}
-				j := job{c, t, class, ""}
+				j := job{c, t, class, r.a.cfg.Policy.Level(class, true, r.remembered.has), ""}
 				if ans.Patch != "" {
 					j.edited = ans.Patch
 				}
@@ -94,7 +97,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 
 	parallel := len(jobs) > 1
 	for _, j := range jobs {
-		if j.class.Effect != tools.EffectRead {
+		if j.class.Effect != tools.EffectRead && j.class.Effect != tools.EffectNetwork {
 			parallel = false
 		}
 	}
@@ -145,9 +148,9 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	out := func(stream, text string) {
 		r.emit(event.ToolExecOutput{CallID: j.call.ID, Name: j.call.Name, Stream: stream, Text: text})
 	}
-	tctx := ctx
+	tctx := tools.WithLevel(ctx, j.level)
 	if r.spec.Interactive {
-		tctx = tools.WithAsker(ctx, &asker{r: r, tool: j.call.Name})
+		tctx = tools.WithAsker(tctx, &asker{r: r, tool: j.call.Name})
 	}
 	args := json.RawMessage(j.call.Arguments)
 	if j.edited != "" {
@@ -292,6 +295,8 @@ func approvalReason(c tools.Class) string {
 	switch c.Effect {
 	case tools.EffectEdit:
 		return "This call changes files in the working folder."
+	case tools.EffectNetwork:
+		return "This call reaches the network."
 	case tools.EffectCommand:
 		return "This call runs a command: " + strings.Join(c.Command, " ")
 	}

@@ -50,10 +50,13 @@ type Toolbox interface {
 	Specs() []tools.Spec
 }
 
-// Policy is the approval policy (tools.Policy): it judges a classified
-// call, given the thread's approve-always memory.
+// Policy is the approval policy (tools.Policy, or tools.Judge with the
+// sandbox in force): it judges a classified call, given the thread's
+// approve-always memory, and chooses the sandbox level of a call about to
+// run (approved says a person approved it).
 type Policy interface {
 	Decide(c tools.Class, remembered func(key string) bool) tools.Verdict
+	Level(c tools.Class, approved bool, remembered func(key string) bool) tools.Level
 }
 
 // Config configures an Agent.

@@ -43,7 +43,9 @@ func openStore(t *testing.T, dir string) *sqlite.Store {
 }
 
 // workdir returns a fresh working folder holding notes.txt, opened as a
-// sandbox, and the built-in tools confined to it.
+// sandbox, and the built-in tools confined to it, their commands run in
+// the OS sandbox at the level of their call; where the machine cannot
+// build one, unconfined (the tests here are about the agent).
 func workdir(t *testing.T) (string, *tools.Registry) {
 	t.Helper()
 	dir := t.TempDir()
@@ -51,7 +53,29 @@ func workdir(t *testing.T) (string, *tools.Registry) {
 	root, err := sandbox.Open(dir)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = root.Close() })
-	return dir, builtin.New(root, builtin.Options{CommandTimeout: time.Minute})
+	return dir, builtin.New(root, builtin.Options{CommandTimeout: time.Minute, Sandbox: commandBox(t)})
+}
+
+var (
+	boxOnce sync.Once
+	box     *sandbox.Sandbox
+)
+
+// commandBox is the OS sandbox, probed once for the package, or the
+// sandbox off where the machine has none.
+func commandBox(t *testing.T) *sandbox.Sandbox {
+	boxOnce.Do(func() {
+		b, err := sandbox.New(sandbox.Config{})
+		if err == nil && b.Kind() == sandbox.KindOS {
+			box = b
+			return
+		}
+		box = sandbox.Off()
+	})
+	if box.Kind() != sandbox.KindOS {
+		t.Log("no OS sandbox here: commands run unconfined")
+	}
+	return box
 }
 
 // scenario loads testdata/name.yaml.

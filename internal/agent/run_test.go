@@ -18,6 +18,8 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/tools/builtin"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
 func TestTextAnswer(t *testing.T) {
@@ -307,7 +309,14 @@ func TestRunThatIsNoLongerItsThreadsRecordsNothingMore(t *testing.T) {
 
 func TestCancelMidTool(t *testing.T) {
 	e := newEnv(t, "failures")
-	r := e.start(e.agent(agent.Config{Policy: tools.PolicyFullAuto}), "sleep long", false)
+	// Unconfined, so that the pid the command prints is the machine's
+	// (the sandbox's commands have pids of their own namespace; its tests
+	// check that a cancel kills them).
+	root, err := sandbox.Open(e.workdir)
+	require.NoError(t, err)
+	defer root.Close()
+	unconfined := builtin.New(root, builtin.Options{Sandbox: sandbox.Off()})
+	r := e.start(e.agent(agent.Config{Policy: tools.PolicyFullAuto, Tools: unconfined}), "sleep long", false)
 	// The command prints its pid, then becomes `sleep 30` in the same process.
 	out := r.j.waitFor(t, 1, ofType(event.TypeToolExecOutput)).Payload.(event.ToolExecOutput)
 	pid := parsePID(t, out.Text)

@@ -50,6 +50,14 @@ type Config struct {
 	Workflows string
 	// ApprovalPolicy is suggest, auto-edit, full-auto or read-only.
 	ApprovalPolicy string
+	// Sandbox is how the programs tools start are confined: auto (the OS
+	// sandbox where the kernel allows it, else every command asks),
+	// require (refuse to start without it) or off (none:
+	// danger-full-access).
+	Sandbox string
+	// SandboxNetwork is on when approved sandboxed commands may reach the
+	// network; off (the default) gives every command none.
+	SandboxNetwork string
 	// MaxSteps caps the model calls of one run.
 	MaxSteps int
 	// TotBranches and TotDepth shape the tot strategy's tree: candidates
@@ -208,6 +216,8 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model")
 	fs.StringVar(&c.Workflows, "workflows", "", "folder of multi-agent workflow files (NAME.yaml; see docs/WORKFLOWS.md); the built-in default and dev-team are always there")
 	fs.StringVar(&c.ApprovalPolicy, "approval-policy", "suggest", "suggest, auto-edit, full-auto or read-only")
+	fs.StringVar(&c.Sandbox, "sandbox", "auto", "confine the commands tools run in an OS sandbox: auto (when the kernel allows it; otherwise every command asks first), require (refuse to start without it) or off (no sandbox: danger-full-access)")
+	fs.StringVar(&c.SandboxNetwork, "sandbox-network", "off", "let approved sandboxed commands reach the network: off or on (commands that run without approval never do)")
 	fs.IntVar(&c.MaxSteps, "max-steps", 10, "most model calls in one run")
 	fs.IntVar(&c.TotBranches, "tot-branches", 3, "candidate thoughts the tot strategy proposes per step")
 	fs.IntVar(&c.TotDepth, "tot-depth", 5, "most levels of the tot strategy's tree")
@@ -276,6 +286,16 @@ func (c *Config) validate() error {
 	case "suggest", "auto-edit", "full-auto", "read-only":
 	default:
 		errs = append(errs, fmt.Errorf("--approval-policy %q: want suggest, auto-edit, full-auto or read-only", c.ApprovalPolicy))
+	}
+	switch c.Sandbox {
+	case "auto", "require", "off":
+	default:
+		errs = append(errs, fmt.Errorf("--sandbox %q: want auto, require or off", c.Sandbox))
+	}
+	switch c.SandboxNetwork {
+	case "off", "on":
+	default:
+		errs = append(errs, fmt.Errorf("--sandbox-network %q: want off or on", c.SandboxNetwork))
 	}
 	switch c.LLM {
 	case "", "openai", "anthropic", "gemini", "scripted":

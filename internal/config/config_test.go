@@ -24,6 +24,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "./data", c.DataDir)
 	assert.Equal(t, "./workspace", c.Workdir)
 	assert.Equal(t, "suggest", c.ApprovalPolicy)
+	assert.Equal(t, "auto", c.Sandbox)
+	assert.Equal(t, "off", c.SandboxNetwork)
 	assert.Equal(t, "session", c.AgentchatBroadcast)
 	assert.Equal(t, "message", c.AgentchatStream)
 	assert.Equal(t, 10, c.MaxSteps)
@@ -41,11 +43,14 @@ func TestEnvironmentAndFlags(t *testing.T) {
 		[]string{"--addr", "127.0.0.1:9000", "--listen", "threads=127.0.0.1:3030", "--listen=loom=127.0.0.1:3031"},
 		env("AGENTWIRE_ADDR", "127.0.0.1:7000", "AGENTWIRE_APPROVAL_POLICY", "full-auto", "AGENTWIRE_DATA_DIR", "/tmp/x",
 			"AGENTWIRE_AGENTCHAT_BROADCAST", "all", "OPENAI_API_KEY", "sk-test", "AGENTWIRE_COMPACT_THRESHOLD", "0.5",
-			"AGENTWIRE_CONTEXT_WINDOW", "32000", "AGENTWIRE_AGENTCHAT_STREAM", "chunks", "AGENTWIRE_DEBUG_ADDR", "127.0.0.1:6060"),
+			"AGENTWIRE_CONTEXT_WINDOW", "32000", "AGENTWIRE_AGENTCHAT_STREAM", "chunks", "AGENTWIRE_DEBUG_ADDR", "127.0.0.1:6060",
+			"AGENTWIRE_SANDBOX", "require", "AGENTWIRE_SANDBOX_NETWORK", "on"),
 		io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:9000", c.Addr, "a flag wins over its variable")
 	assert.Equal(t, "full-auto", c.ApprovalPolicy)
+	assert.Equal(t, "require", c.Sandbox)
+	assert.Equal(t, "on", c.SandboxNetwork)
 	assert.Equal(t, "/tmp/x", c.DataDir)
 	assert.Equal(t, "all", c.AgentchatBroadcast)
 	assert.Equal(t, "chunks", c.AgentchatStream)
@@ -84,6 +89,9 @@ func TestInvalid(t *testing.T) {
 		want string
 	}{
 		{[]string{"--approval-policy", "yolo"}, env(), "--approval-policy"},
+		{[]string{"--sandbox", "bwrap"}, env(), "--sandbox"},
+		{nil, env("AGENTWIRE_SANDBOX", "danger-full-access"), "--sandbox"},
+		{[]string{"--sandbox-network", "yes"}, env(), "--sandbox-network"},
 		{[]string{"--llm", "gpt"}, env(), "--llm"},
 		{[]string{"--agentchat-stream", "tokens"}, env(), "--agentchat-stream"},
 		{[]string{"--coalesce-deltas", "yes"}, env(), "--coalesce-deltas"},

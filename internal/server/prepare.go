@@ -28,7 +28,8 @@ import (
 // this node (runs.Config.Prepare): its strategy, its workflow, its working
 // folder and the tools confined to it, and its logger.
 type preparer struct {
-	root   *sandbox.Root // the server's working folder
+	root   *sandbox.Root    // the server's working folder
+	box    *sandbox.Sandbox // confines the programs the tools start
 	policy tools.Policy
 	log    *slog.Logger
 	// workflows resolves RunOptions.Workflow; nil offers only the
@@ -87,7 +88,7 @@ func (p *preparer) prepare(_ context.Context, thread string, opts event.RunOptio
 		return agent.Spec{}, nil, err
 	}
 	spec.System = system
-	spec.Tools = builtin.New(root, builtin.Options{Logger: p.log}).Filter(p.policy)
+	spec.Tools = builtin.New(root, builtin.Options{Logger: p.log, Sandbox: p.box}).Filter(p.policy)
 	return spec, func() { _ = root.Close() }, nil
 }
 

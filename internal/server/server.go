@@ -56,6 +56,7 @@ type Server struct {
 	threads  *thread.Service
 	runs     *runs.Manager
 	root     *sandbox.Root
+	box      *sandbox.Sandbox // confines the programs the tools start
 	reg      *wsconn.Registry
 	core     *core
 	node     string
@@ -99,6 +100,10 @@ type Options struct {
 	// Verify, when set, is given every frame and event the adapters send
 	// with its schema's verdict (see protocol.Env.Verify).
 	Verify func(proto string, frame []byte, err error)
+	// SandboxMissing, when set, makes the server take the OS sandbox to be
+	// unavailable for this reason (sandbox.Config.Missing): tests of what
+	// it does on a kernel without one.
+	SandboxMissing string
 }
 
 // New builds a Server. Close it with Shutdown, even if Start is never called.
@@ -171,7 +176,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	toolset := builtin.New(s.root, builtin.Options{Logger: log}).Filter(policy)
+	if s.box, err = newSandbox(cfg, s.root, opts, log); err != nil {
+		return nil, err
+	}
+	toolset := builtin.New(s.root, builtin.Options{Logger: log, Sandbox: s.box}).Filter(policy)
 
 	model, desc, err := newModel(cfg, log)
 	if err != nil {
@@ -185,7 +193,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	liveDeltas, _ := cfg.LiveDeltaWindow() // checked by Validate
 	ag := agent.New(agent.Config{
-		Model: model, Tools: toolset, Policy: policy, MaxSteps: cfg.MaxSteps,
+		Model: model, Tools: toolset, Policy: tools.Judge{Policy: policy, Sandbox: s.box.Kind()}, MaxSteps: cfg.MaxSteps,
 		TotBranches: cfg.TotBranches, TotDepth: cfg.TotDepth, GraphParallel: cfg.GraphParallel,
 		System: systemPrompt, Logger: log,
 		ContextWindow: cfg.ContextWindow, CompactThreshold: cfg.CompactThreshold,
@@ -203,7 +211,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	for _, werr := range workflows.Check() {
 		log.Warn("a workflow does not load; runs of it will be refused", "err", werr)
 	}
-	prep := &preparer{root: s.root, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model)}
+	prep := &preparer{root: s.root, box: s.box, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model)}
 	s.runs = runs.New(runs.Config{Log: s.threads, Claims: s.store, Bus: s.bus, Runner: ag, Node: s.node,
 		Lease: cfg.RunLease, Shared: cfg.BusURL != "", Prepare: prep.prepare, Ready: ready, Logger: log})
 	if err := s.runs.Recover(ctx); err != nil {
@@ -234,6 +242,29 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	ok = true
 	return s, nil
+}
+
+// newSandbox builds the sandbox --sandbox asks for, probing the kernel in
+// the working folder. Without one (auto mode on a kernel that lacks
+// Landlock or user namespaces) it warns that every command will ask;
+// under --sandbox require it refuses to start.
+func newSandbox(cfg config.Config, root *sandbox.Root, opts Options, log *slog.Logger) (*sandbox.Sandbox, error) {
+	mode, err := sandbox.ParseMode(cfg.Sandbox)
+	if err != nil {
+		return nil, err
+	}
+	box, err := sandbox.New(sandbox.Config{Mode: mode, Network: cfg.SandboxNetwork == "on", Dir: root.Dir(),
+		Missing: opts.SandboxMissing, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--sandbox require: %w", err)
+	}
+	switch box.Kind() {
+	case sandbox.KindNone:
+		log.Warn("no OS sandbox for the tools' commands: every command will ask for approval first", "missing", box.Missing())
+	case sandbox.KindOff:
+		log.Warn("--sandbox off: the tools' commands run unconfined (danger-full-access)")
+	}
+	return box, nil
 }
 
 // checkListen refuses a --listen for a protocol the registry does not
@@ -496,6 +527,7 @@ func (s *Server) Banner() string {
 			"  GEMINI_API_KEY, or pass --llm and --model. See docs/AGENTS.md.\n")
 	}
 	fmt.Fprintf(&b, "threads are stored in %s; tools work in %s (approval policy %s)\n", s.storeDesc(), s.cfg.Workdir, s.cfg.ApprovalPolicy)
+	fmt.Fprintf(&b, "sandbox: %s\n", s.box.Describe())
 	fmt.Fprintf(&b, "auth: %s; browser origins allowed: %s\n", authDesc(s.cfg), originsDesc(s.cfg.AllowedOrigins))
 	if s.cfg.BusURL != "" {
 		fmt.Fprintf(&b, "node %s of a cluster: other nodes share the database and the bus at %s\n", s.node, redactURL(s.cfg.BusURL))

@@ -157,6 +157,7 @@ func TestBanner(t *testing.T) {
 	assert.Contains(t, b, "scripted")
 	assert.Contains(t, b, "testdata/agentchat.yaml")
 	assert.Contains(t, b, "OPENAI_API_KEY")
+	assert.Contains(t, b, "\nsandbox: ", "the banner says which sandbox holds the tools' commands")
 }
 
 // Shutdown closes sockets with 1001 going away, and a turn that finishes

@@ -3,7 +3,10 @@ package tools_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/agentwire/agentwire/internal/tools"
 )
@@ -56,7 +59,7 @@ func TestSplitCommand(t *testing.T) {
 	}
 }
 
-func TestClassifyCommand(t *testing.T) {
+func TestClassifyShell(t *testing.T) {
 	tests := []struct {
 		line     string
 		readOnly bool
@@ -65,31 +68,55 @@ func TestClassifyCommand(t *testing.T) {
 		{"ls -la", true, "ls"},
 		{"cat README.md", true, "cat"},
 		{"head -n 20 main.go", true, "head"},
+		{"head -20 main.go", true, "head"},
 		{"tail -5 log.txt", true, "tail"},
-		{"wc -l *.go", true, "wc"},
+		{"tail -f log.txt", false, "tail"},
+		{"wc -l src/*.go", true, "wc"},
+		{"wc -l ./*.go", true, "wc"},
 		{"pwd", true, "pwd"},
 		{"echo hello", true, "echo"},
 		{"grep -rn TODO .", true, "grep"},
+		{"grep --color=auto -i x f", true, "grep"},
 		{"rg -i foo src", true, "rg"},
 		{"rg --pre cat foo", false, "rg"},
+		{"rg --pre=cat foo", false, "rg"},
 		{"rg -zi foo", false, "rg"},
+		{"rg --search-zip foo", false, "rg"},
 		{"find . -name '*.go'", true, "find"},
+		{"find . -type f -name x -print", true, "find"},
+		{"find . -newermt 2024-01-01", true, "find"},
 		{"find . -name x -exec rm {} ;", false, "find"},
 		{"find . -delete", false, "find"},
 		{"find . -execdir ls ;", false, "find"},
+		{"find . -ok ls ;", false, "find"},
 		{"find . -fprint out", false, "find"},
+		{"find . -fprintf out %p", false, "find"},
+		{"find . -fls out", false, "find"},
+		{"find . -name", false, "find"},
 		{"sed -n 1,20p main.go", true, "sed"},
 		{"sed -n '$p' main.go", true, "sed"},
 		{"sed -ne 5p main.go", true, "sed"},
 		{"sed -n -e 10p f", true, "sed"},
+		{"sed -n '/func main/,/^}/p' main.go", true, "sed"},
+		{"sed -n '/a/p;/b/=' f", true, "sed"},
+		{"sed -n '\\,x,p' f", true, "sed"},
 		{"sed -i s/a/b/ f", false, "sed"},
 		{"sed -ni 1p f", false, "sed"},
 		{"sed 1p f", false, "sed"},
 		{"sed -n '1w out' f", false, "sed"},
-		{"sed -n '1e rm -rf x' f", false, "sed"},
+		{"sed -n '/x/w out' f", false, "sed"},
+		{"sed -n '/w x/p' f", true, "sed"},
+		{"sed -n '1W out' f", false, "sed"},
+		{"sed -n '1e id' f", false, "sed"},
+		{"sed -n 's/a/b/w out' f", false, "sed"},
+		{"sed -n 's/a/b/e' f", false, "sed"},
+		{"sed -n --expr=1p f", false, "sed"},
+		{"sed -n -f script f", false, "sed"},
 		{"git status", true, "git"},
 		{"git log --oneline -5", true, "git"},
+		{"git log --format=%H -n 3", true, "git"},
 		{"git diff HEAD~1", true, "git"},
+		{"git diff --cached --stat", true, "git"},
 		{"git show HEAD:main.go", true, "git"},
 		{"git rev-parse HEAD", true, "git"},
 		{"git --no-pager log", true, "git"},
@@ -97,24 +124,40 @@ func TestClassifyCommand(t *testing.T) {
 		{"git branch -a -v", true, "git"},
 		{"git branch --list 'feat*'", true, "git"},
 		{"git branch --contains HEAD", true, "git"},
+		{"git config --get user.name", true, "git"},
+		{"git config user.name x", false, "git"},
 		{"git branch new-feature", false, "git"},
 		{"git branch -D old", false, "git"},
 		{"git branch -m a b", false, "git"},
 		{"git diff --output=/tmp/x", false, "git"},
+		{"git diff --outp=/tmp/x", false, "git"},
 		{"git diff --ext-diff", false, "git"},
+		{"git diff --textconv", false, "git"},
+		{"git log --show-signature", false, "git"},
+		{"git grep -O x", false, "git"},
 		{"git -c core.pager=sh log", false, "git"},
+		{"git -c core.fsmonitor=x status", false, "git"},
+		{"git -C .. status", false, "git"},
 		{"git commit -m x", false, "git"},
 		{"git push", false, "git"},
 		{"git", false, "git"},
 		{"tree -L 2", true, "tree"},
 		{"tree -o out.txt", false, "tree"},
+		{"tree -R", false, "tree"},
 		{"stat go.mod", true, "stat"},
 		{"file main.go", true, "file"},
 		{"file -C -m magic", false, "file"},
+		{"file -z x.gz", false, "file"},
 		{"which go", true, "which"},
 		{"date +%Y", true, "date"},
+		{"date -u +%s", true, "date"},
 		{"date -s 2020-01-01", false, "date"},
+		{"date -s2020-01-01", false, "date"},
+		{"date --set=2020-01-01", false, "date"},
+		{"date --se=2020-01-01", false, "date"},
 		{"date 0101000020", false, "date"},
+		{"hostname", true, "hostname"},
+		{"hostname evil", false, "hostname"},
 		{"du -sh .", true, "du"},
 		{"df -h", true, "df"},
 		{"cut -d: -f1 /etc/passwd", true, "cut"},
@@ -122,33 +165,78 @@ func TestClassifyCommand(t *testing.T) {
 		{"basename a/b.go", true, "basename"},
 		{"realpath .", true, "realpath"},
 		{"diff -u a b", true, "diff"},
+		{"diff -l a b", false, "diff"},
 		{"printf '%s\\n' x", true, "printf"},
+		{"printf '%d' 5", true, "printf"},
+		{"printf -v x '%s' y", false, "printf"},
+		{"printf -v 'a[$(touch ../outside/X)]' %s x", false, "printf"},
 		{"sort -u names.txt", true, "sort"},
 		{"sort -o out.txt in.txt", false, "sort"},
+		{"sort -uo out.txt in.txt", false, "sort"},
 		{"sort --output=out.txt in.txt", false, "sort"},
+		{"sort --outp=../outside/X in", false, "sort"},
 		{"sort --compress-program=sh in.txt", false, "sort"},
+		{"sort -T /tmp in.txt", false, "sort"},
 		{"uniq -c names.txt", true, "uniq"},
 		{"uniq names.txt out.txt", false, "uniq"},
+		{"uniq -- in ../outside/X", false, "uniq"},
 		{"git ls-files", true, "git"},
 		{"git blame main.go", true, "git"},
 		{"rm -rf node_modules", false, "rm"},
 		{"make test", false, "make"},
+		{"awk 'BEGIN{system(\"id\")}'", false, "awk"},
+		{"xargs rm < list", false, "xargs"},
+		{"env -S 'sh -c id'", false, "env"},
+		{"tee out.txt", false, "tee"},
 		{"./ls", false, "./ls"},
 		{"/bin/ls", false, "/bin/ls"},
-		{"PAGER=evil git log", false, "PAGER=evil"},
+		{"'ls' -la", true, "ls"},
+		{"\\ls", true, "ls"},
+		// Expansions: nothing but literal words.
+		{"PAGER=evil git log", false, ""},
+		{"BASH_ENV=x.sh bash -c true", false, ""},
+		{"echo $HOME", false, ""},
+		{"echo ${x@P}", false, ""},
+		{"printf -v x '%s' '$(id)'; echo ${x@P}", false, ""},
+		{"echo $((1+2))", false, ""},
+		{"cat <(ls)", false, ""},
+		{"echo ~/x", false, ""},
+		{"echo '~/x'", true, "echo"},
+		{"echo $'\\x41'", false, ""},
+		{"sort {--output=x,in}", false, ""},
+		{"sort {\"--output=x\",in}", false, ""},
+		{"echo a{b,c}", false, ""},
+		{"echo '{a,b}'", true, "echo"},
+		{"git show HEAD@{1}", true, "git"},
+		{"cat *", false, ""},
+		{"cat -*", false, ""},
+		{"cat '-'*", false, ""},
+		{"ls .*", true, "ls"},
+		{"ls src/[ab].go", true, "ls"},
 		// Composition: every part must be read-only; the key needs one program.
 		{"git status && git diff", true, "git"},
 		{"ls | wc -l", true, ""},
 		{"grep -rn TODO . | sort | uniq -c | head", true, ""},
 		{"cat f | sort -o sorted", false, ""},
 		{"ls; pwd", true, ""},
+		{"ls\npwd", true, ""},
 		{"cd src && ls", true, ""},
 		{"ls && rm -rf x", false, ""},
 		{"cat f | sh", false, ""},
 		{"ls || make", false, ""},
 		{"ls & rm x", false, ""},
+		{"ls &", false, "ls"},
+		{"! grep -q x f", true, "grep"},
 		{"git status; git commit -am x", false, "git"},
 		{"(ls)", false, ""},
+		{"{ ls; }", false, ""},
+		{"f() { ls; }; f", false, ""},
+		{"if true; then ls; fi", false, ""},
+		{"for f in a b; do cat $f; done", false, ""},
+		{"[[ -v 'a[$(id)]' ]]", false, ""},
+		{"(( x = 1 ))", false, ""},
+		{"declare -a x", false, ""},
+		{"ls # a comment", true, "ls"},
 		// Redirections: into a file is a write.
 		{"echo hi > out.txt", false, ""},
 		{"ls >> out.txt", false, ""},
@@ -156,10 +244,15 @@ func TestClassifyCommand(t *testing.T) {
 		{"ls &> all.txt", false, ""},
 		{"ls >& all.txt", false, ""},
 		{"ls >| out", false, ""},
-		{"cat <<EOF", false, ""},
+		{"ls <> f", false, ""},
+		{"ls {fd}>/dev/null", false, ""},
+		{"cat <<EOF\nhi $x\nEOF", false, ""},
+		{"cat <<'EOF'\nhi $x\nEOF", true, "cat"},
 		{"ls 2>/dev/null", true, "ls"},
+		{"ls >/dev/null 2>&1", true, "ls"},
 		{"ls 2>&1 | head", true, ""},
 		{"cat < go.mod", true, "cat"},
+		{"cat < /dev/tcp/127.0.0.1/80", false, ""},
 		{"cat <<< hi", true, "cat"},
 		{"ls >", false, ""},
 		// Not understood: never read-only.
@@ -169,22 +262,22 @@ func TestClassifyCommand(t *testing.T) {
 		{"", false, ""},
 	}
 	for _, tt := range tests {
-		argv, err := tools.SplitCommand(tt.line)
-		if err != nil {
-			argv = []string{"bash", "-c", tt.line}
-		}
-		c := tools.ClassifyCommand(argv)
+		c := tools.ClassifyShell(tt.line)
 		if c.Effect != tools.EffectCommand || c.ReadOnlyCommand != tt.readOnly || c.Key != tt.key {
-			t.Errorf("ClassifyCommand(%q) = {ReadOnly: %v, Key: %q}, want {ReadOnly: %v, Key: %q}", tt.line, c.ReadOnlyCommand, c.Key, tt.readOnly, tt.key)
+			t.Errorf("ClassifyShell(%q) = {ReadOnly: %v, Key: %q}, want {ReadOnly: %v, Key: %q}", tt.line, c.ReadOnlyCommand, c.Key, tt.readOnly, tt.key)
 		}
-		if !slices.Equal(c.Command, argv) {
-			t.Errorf("ClassifyCommand(%q).Command = %q, want %q", tt.line, c.Command, argv)
+		want, err := tools.SplitCommand(tt.line)
+		if err != nil || len(want) == 0 {
+			want = []string{"bash", "-c", tt.line}
+		}
+		if !slices.Equal(c.Command, want) {
+			t.Errorf("ClassifyShell(%q).Command = %q, want %q", tt.line, c.Command, want)
 		}
 	}
 }
 
-// TestClassifyArgv covers argv as AgentLoop's shell calls give it, where a
-// shell wrapper carries the real command line.
+// TestClassifyArgv covers argv as a program is run with no shell, and
+// shell wrappers that carry the real command line.
 func TestClassifyArgv(t *testing.T) {
 	tests := []struct {
 		argv     []string
@@ -199,7 +292,9 @@ func TestClassifyArgv(t *testing.T) {
 		{[]string{"bash", "script.sh"}, false, "bash"},
 		{[]string{"ls", "-la"}, true, "ls"},
 		{[]string{"git", "log", "--format=%H > x"}, true, "git"},
-		{[]string{"cat", ">", "x"}, false, ""}, // a literal ">" argument: judged as a redirection, the safe mistake
+		{[]string{"cat", ">", "x"}, true, "cat"}, // no shell: ">" is a file name
+		{[]string{"sort", "--outp=x", "in"}, false, "sort"},
+		{[]string{"/usr/bin/cat", "x"}, false, "/usr/bin/cat"},
 		{nil, false, ""},
 	}
 	for _, tt := range tests {
@@ -216,16 +311,56 @@ func FuzzSplitCommand(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line string) {
 		words, err := tools.SplitCommand(line)
-		if err != nil {
+		if err == nil && strings.Contains(line, "$(") && !strings.ContainsAny(line, `'\`) {
+			t.Fatalf("SplitCommand(%q) = %q, want ErrSubstitution", line, words)
+		}
+	})
+}
+
+// FuzzClassifyShell checks, on any line, that what the classifier lets run
+// without asking has, by an independent walk of the same syntax tree, no
+// expansion of any kind and no redirection but to /dev/null, from a file
+// or between descriptors.
+func FuzzClassifyShell(f *testing.F) {
+	for _, s := range []string{"ls -la", "cat f | sort -o x", "echo ${x@P}", "printf -v 'a[$(id)]' %s x",
+		"sort --outp=x in", "ls 2>/dev/null", "cat < f", "git log -5", "sed -n '/x/p' f", "find . -name '*.go'",
+		"echo a{b,c}", "ls *.go", "cat <<'E'\nx\nE"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		c := tools.ClassifyShell(line)
+		if !c.ReadOnlyCommand {
 			return
 		}
-		c := tools.ClassifyCommand(words)
-		if c.ReadOnlyCommand && slices.ContainsFunc(words, func(w string) bool { return w == ">" || w == ">>" }) {
-			for i, w := range words {
-				if (w == ">" || w == ">>") && (i+1 >= len(words) || words[i+1] != "/dev/null") {
-					t.Fatalf("ClassifyCommand(%q) read-only despite a redirection into a file", words)
+		file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(line), "")
+		if err != nil {
+			t.Fatalf("ClassifyShell(%q) is read-only, but the line does not parse: %v", line, err)
+		}
+		syntax.Walk(file, func(n syntax.Node) bool {
+			switch n := n.(type) {
+			case *syntax.ParamExp, *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst, *syntax.Assign,
+				*syntax.Subshell, *syntax.Block, *syntax.FuncDecl, *syntax.ExtGlob, *syntax.ArithmCmd, *syntax.TestClause,
+				*syntax.DeclClause, *syntax.LetClause, *syntax.IfClause, *syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause:
+				t.Fatalf("ClassifyShell(%q) is read-only, but the line has a %T", line, n)
+			case *syntax.Redirect:
+				target := ""
+				if n.Word != nil {
+					target = n.Word.Lit()
+				}
+				switch n.Op {
+				case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
+					if target != "/dev/null" {
+						t.Fatalf("ClassifyShell(%q) is read-only, but it redirects into %q", line, target)
+					}
+				case syntax.RdrInOut:
+					t.Fatalf("ClassifyShell(%q) is read-only, but it opens a file for writing", line)
+				}
+			case *syntax.Stmt:
+				if n.Background {
+					t.Fatalf("ClassifyShell(%q) is read-only, but it starts a background job", line)
 				}
 			}
-		}
+			return true
+		})
 	})
 }

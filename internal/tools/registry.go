@@ -105,7 +105,8 @@ func (r *Registry) Specs() []Spec {
 
 // Filter returns a new registry of the tools that p lets the model see:
 // under PolicyReadOnly only tools bounded to EffectRead (so neither the file
-// editors nor bash); under every other policy all of them.
+// editors, nor bash, nor web_fetcher); under every other policy all of
+// them.
 func (r *Registry) Filter(p Policy) *Registry {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

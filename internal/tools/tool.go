@@ -57,11 +57,14 @@ type Effect int
 
 // Effects, from harmless to most powerful.
 const (
-	// EffectRead only reads inside the working folder (or the network, for
-	// fetchers that refuse private addresses).
+	// EffectRead only reads inside the working folder.
 	EffectRead Effect = iota + 1
 	// EffectEdit writes files inside the working folder.
 	EffectEdit
+	// EffectNetwork reaches the network (web_fetcher): what it fetches can
+	// carry what the model read elsewhere out of the machine, so it is no
+	// read.
+	EffectNetwork
 	// EffectCommand runs a program.
 	EffectCommand
 )
@@ -74,10 +77,12 @@ type Class struct {
 	// Patch is the patch text of an apply_patch call.
 	Patch string
 	// Key is what approve-always remembers: the program name for commands,
-	// the tool name for edits.
+	// the tool name for edits and network calls.
 	Key string
 	// ReadOnlyCommand is set for commands known to only read (ls, cat,
-	// git status, ...): the default policy runs them without asking.
+	// git status, ...): the default policy runs them without asking, in
+	// the read-only sandbox. It only spares people a question; the
+	// sandbox, not this flag, is what keeps such a command from writing.
 	ReadOnlyCommand bool
 	// Parts classifies each call of a call that makes several (batch). The
 	// fields above then summarise them conservatively: Effect is the most

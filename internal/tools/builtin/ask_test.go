@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/tools/builtin"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
 // person answers from a script and records what it was asked.
@@ -90,7 +91,7 @@ func TestTodo(t *testing.T) {
 }
 
 func TestBatch(t *testing.T) {
-	e := newEnv(t, builtin.Options{})
+	e := newEnv(t, builtin.Options{Sandbox: sandbox.Off()})
 	calls := func(cs ...map[string]any) map[string]any { return map[string]any{"calls": cs} }
 	read := map[string]any{"tool": "read", "args": map[string]any{"path": "a.txt"}}
 	ls := map[string]any{"tool": "bash", "args": map[string]any{"command": "ls sub"}}

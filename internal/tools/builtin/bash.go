@@ -44,10 +44,11 @@ func bashTool(root *sandbox.Root, opts Options) tools.Tool {
 			}
 		}
 	}
-	r := &runner{dir: root.Dir(), shell: shell, env: env, timeout: opts.CommandTimeout, maxOutput: opts.MaxOutput}
+	r := &runner{dir: root.Dir(), shell: shell, env: env, timeout: opts.CommandTimeout, maxOutput: opts.MaxOutput, box: opts.Sandbox}
 	return &tool[bashArgs]{
 		name: "bash",
-		desc: fmt.Sprintf("Run a shell command in the working folder (%s -c). Output streams as it comes; the command is stopped after %s. stdin is empty.", shell, opts.CommandTimeout),
+		desc: fmt.Sprintf("Run a shell command in the working folder (%s -c). Output streams as it comes; the command is stopped after %s. stdin is empty. %s",
+			shell, opts.CommandTimeout, sandboxNote(opts.Sandbox)),
 		schema: `{"type":"object","properties":{"command":{"type":"string","description":"The command line"}},` +
 			`"required":["command"],"additionalProperties":false}`,
 		max: tools.EffectCommand,
@@ -55,7 +56,7 @@ func bashTool(root *sandbox.Root, opts Options) tools.Tool {
 			if patch, ok := tools.ApplyPatchCommand(a.Command); ok {
 				return patchClass(patch)
 			}
-			return classifyLine(a.Command)
+			return tools.ClassifyShell(a.Command)
 		},
 		run: func(ctx context.Context, a bashArgs, out tools.Output) (tools.Result, error) {
 			if strings.TrimSpace(a.Command) == "" {
@@ -70,7 +71,7 @@ func bashTool(root *sandbox.Root, opts Options) tools.Tool {
 				}
 				return res, err
 			}
-			return r.run(ctx, a.Command, out)
+			return r.run(ctx, tools.LevelFrom(ctx), a.Command, out)
 		},
 		withPatch: func(a bashArgs, patch string) bashArgs {
 			a.Command = tools.ApplyPatchHeredoc(patch)
@@ -88,25 +89,31 @@ func exitStatus(res tools.Result) *int {
 	return new(0)
 }
 
-// classifyLine classifies a shell command line. A line that cannot be split
-// (command substitution, open quotes) is an unkeyed, not read-only command.
-func classifyLine(line string) tools.Class {
-	argv, err := tools.SplitCommand(line)
-	if err != nil || len(argv) == 0 {
-		return tools.Class{Effect: tools.EffectCommand, Command: []string{"bash", "-c", line}}
+// sandboxNote tells the model what a command may do, so that it does not
+// retry what the sandbox refuses.
+func sandboxNote(box *sandbox.Sandbox) string {
+	switch box.Kind() {
+	case sandbox.KindOS:
+		if box.Network() {
+			return "Commands run in a sandbox: one that runs without approval can only read (the working folder and the system) and has no network; an approved one can also write the working folder (not .git/config or .git/hooks) and reach the network. Nothing outside the working folder but a private /tmp is writable."
+		}
+		return "Commands run in a sandbox without network: one that runs without approval can only read (the working folder and the system); an approved one can also write the working folder (not .git/config or .git/hooks). Nothing outside the working folder but a private /tmp is writable."
+	case sandbox.KindNone:
+		return "Every command needs the user's approval."
 	}
-	return tools.ClassifyCommand(argv)
+	return ""
 }
 
-// runner runs commands in their own process group.
+// runner runs commands through the sandbox, at the level of their call.
 type runner struct {
 	dir, shell string
-	env        []string
+	env        []string // for commands that run unconfined
 	timeout    time.Duration
 	maxOutput  int
+	box        *sandbox.Sandbox
 }
 
-func (r *runner) run(ctx context.Context, command string, out tools.Output) (tools.Result, error) {
+func (r *runner) run(ctx context.Context, level tools.Level, command string, out tools.Output) (tools.Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, r.timeout, errTimedOut)
 	defer cancel()
 
@@ -120,11 +127,18 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 		outW.Close()
 		return tools.Result{}, err
 	}
-	cmd := exec.CommandContext(ctx, r.shell, "-c", command)
-	cmd.Dir, cmd.Env = r.dir, r.env
+	cmd, err := r.box.Command(ctx, level, sandbox.Request{Dir: r.dir, Argv: []string{r.shell, "-c", command}, Env: r.env})
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		if errors.Is(err, sandbox.ErrUnconfined) {
+			return failf("Not run: %v.", err), nil
+		}
+		return failf("cannot run the command: %v", err), nil
+	}
 	cmd.Stdout, cmd.Stderr = outW, errW // files, so Wait does not wait for the pipes
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd.Process.Pid) }
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
@@ -142,9 +156,9 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 	}{{outR, "stdout"}, {errR, "stderr"}} {
 		wg.Go(func() { c.read(p.f, p.stream) })
 	}
+	// Whatever the shell left running goes with it: its PID namespace
+	// in the sandbox, its process group outside.
 	waitErr := cmd.Wait()
-	// Whatever the shell left running in its group goes with it.
-	killGroup(cmd.Process.Pid)
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
 	select {
@@ -165,7 +179,10 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 		return tools.Result{Content: text + "[cancelled; the command was killed]", IsError: true}, nil
 	}
 	var exit *exec.ExitError
+	var setup *sandbox.SetupError
 	switch {
+	case errors.As(waitErr, &setup):
+		return tools.Result{Content: text + "[" + setup.Error() + "]", IsError: true}, nil
 	case errors.As(waitErr, &exit):
 		code := exit.ExitCode()
 		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -184,14 +201,6 @@ func (r *runner) run(ctx context.Context, command string, out tools.Output) (too
 }
 
 var errTimedOut = errors.New("command timed out")
-
-func killGroup(pid int) error {
-	err := syscall.Kill(-pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return nil
-	}
-	return err
-}
 
 // capture collects a command's output in arrival order, streams it, and
 // stops keeping it past max bytes (still reading, so the command never

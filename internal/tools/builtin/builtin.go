@@ -2,7 +2,9 @@
 // AgentLoop offered their models: reading, writing and patching files, listing
 // and searching them, running shell commands, fetching web pages, asking the
 // person, and a to-do list. File tools are confined to a working folder (a
-// sandbox.Root); the shell runs in it; the fetcher refuses private addresses.
+// sandbox.Root); the shell runs in it, in the OS sandbox (a
+// sandbox.Sandbox) at the level its approval chose; the fetcher refuses
+// private addresses.
 package builtin
 
 import (
@@ -27,10 +29,16 @@ type Options struct {
 	// MaxOutput caps the output a bash call keeps and streams (default
 	// 256 KiB); beyond it output is counted and dropped.
 	MaxOutput int
-	// Env is bash's environment. Nil means a small one (PATH, HOME, LANG,
-	// ...) taken from the server's own: the server's secrets (API keys,
-	// database URLs) are not the model's to read.
+	// Env is the environment of a bash command that runs unconfined (the
+	// sandbox off, or none available). Nil means a small one (PATH, HOME,
+	// LANG, ...) taken from the server's own: the server's secrets (API
+	// keys, database URLs) are not the model's to read. A sandboxed
+	// command gets the sandbox's environment (sandbox.Environ) instead.
 	Env []string
+	// Sandbox starts bash's commands, confined at the level of their call
+	// (tools.LevelFrom). Nil is no sandbox (sandbox.KindNone): only a
+	// command approved for workspace-write runs, unconfined.
+	Sandbox *sandbox.Sandbox
 	// Fetch tunes web_fetcher.
 	Fetch  FetchOptions
 	Logger *slog.Logger
@@ -94,7 +102,7 @@ type tool[A any] struct {
 	schema     string
 	max        tools.Effect
 	// classify judges decoded arguments; nil means every call has effect
-	// max (keyed by the tool's name if it edits).
+	// max (keyed by the tool's name if it edits or reaches the network).
 	classify func(A) tools.Class
 	run      func(ctx context.Context, args A, out tools.Output) (tools.Result, error)
 	// withPatch, for tools whose calls carry a patch, puts a person's
@@ -127,7 +135,7 @@ func (t *tool[A]) Classify(raw json.RawMessage) tools.Class {
 		// Arguments that do not decode fail when run; judge them as the
 		// tool's most powerful call anyway.
 		c := tools.Class{Effect: t.max}
-		if t.max == tools.EffectEdit {
+		if t.max == tools.EffectEdit || t.max == tools.EffectNetwork {
 			c.Key = t.name
 		}
 		return c

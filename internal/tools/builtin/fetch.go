@@ -230,7 +230,9 @@ func webFetcherTool(opts FetchOptions, log *slog.Logger) tools.Tool {
 		desc: fmt.Sprintf("Fetch a public http(s) URL and return its text (HTML is reduced to text). Private, loopback and link-local addresses are refused. At most %d bytes are read.", opts.MaxBytes),
 		schema: `{"type":"object","properties":{"url":{"type":"string","description":"An http or https URL"}},` +
 			`"required":["url"],"additionalProperties":false}`,
-		max: tools.EffectRead,
+		// Reaching the network is an effect of its own: a fetch can carry
+		// what the model read out of the machine, in its URL.
+		max: tools.EffectNetwork,
 		run: func(ctx context.Context, a fetchArgs, _ tools.Output) (tools.Result, error) {
 			return f.fetch(ctx, a.URL), nil
 		},

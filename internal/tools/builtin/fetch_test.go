@@ -224,7 +224,7 @@ paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>`)
 	require.Contains(t, res.Content, "Status: 404 Not Found")
 
 	// The fetcher only reads: it runs under every policy.
-	require.Equal(t, tools.Class{Effect: tools.EffectRead}, e.classify("web_fetcher", map[string]any{"url": "http://x"}))
+	require.Equal(t, tools.Class{Effect: tools.EffectNetwork, Key: "web_fetcher"}, e.classify("web_fetcher", map[string]any{"url": "http://x"}))
 }
 
 func TestFetchCancelled(t *testing.T) {

@@ -27,7 +27,7 @@ const (
 func fsFail(p string, err error) tools.Result {
 	var pe *fs.PathError
 	switch {
-	case errors.Is(err, sandbox.ErrEscape):
+	case errors.Is(err, sandbox.ErrEscape), errors.Is(err, sandbox.ErrProtected):
 		return failf("refused: %v", err)
 	case errors.Is(err, fs.ErrNotExist):
 		return failf("%s: no such file or directory", p)

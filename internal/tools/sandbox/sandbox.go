@@ -1,12 +1,20 @@
-// Package sandbox confines file access to a working folder. A Root resolves
-// the paths a model writes (relative, absolute, through symbolic links) and
-// refuses every one that would leave the folder; its file operations then go
-// through an os.Root, which refuses escapes again at the system-call level,
-// so a symbolic link swapped in between the check and the use cannot lead out
-// either.
+// Package sandbox confines what the tools touch, in two ways.
 //
-// A Root does not confine programs: a command run in the working folder can
-// still reach anything its user can. That is why commands ask for approval.
+// A Root confines the file tools to a working folder: it resolves the
+// paths a model writes (relative, absolute, through symbolic links) and
+// refuses every one that would leave the folder; its file operations then
+// go through an os.Root, which refuses escapes again at the system-call
+// level, so a symbolic link swapped in between the check and the use
+// cannot lead out either.
+//
+// A Sandbox confines the programs the tools start, whatever their command
+// line says: each runs in new user, PID, mount, IPC and network
+// namespaces, on a root file system of its own (the system directories
+// read-only, what only root may read hidden, the working folder at its own
+// path), with no capability, under Landlock and seccomp, at the Level its
+// approval chose. It is built from Linux features that need no root and no
+// daemon; where the kernel lacks them, Kind says so and nothing runs
+// without approval.
 package sandbox
 
 import (
@@ -304,10 +312,14 @@ func (r *Root) ReadDir(p string) ([]fs.DirEntry, error) {
 	return fs.ReadDir(r.root.FS(), filepath.ToSlash(rel))
 }
 
-// MkdirAll creates the directory at p and any missing parents.
+// MkdirAll creates the directory at p and any missing parents. A git
+// hooks folder is refused (ErrProtected).
 func (r *Root) MkdirAll(p string) error {
 	rel, err := r.Resolve(p)
 	if err != nil {
+		return err
+	}
+	if err := checkWritable(p, rel); err != nil {
 		return err
 	}
 	return r.root.MkdirAll(rel, 0o755)
@@ -316,10 +328,14 @@ func (r *Root) MkdirAll(p string) error {
 // WriteFile replaces the file at p with data, creating missing parent
 // directories. The new content is written to a temporary file that is then
 // renamed into place, so readers never see half a file; an existing file
-// keeps its permissions (new files get 0644).
+// keeps its permissions (new files get 0644). A repository's git settings
+// and hooks are refused (ErrProtected).
 func (r *Root) WriteFile(p string, data []byte) error {
 	rel, err := r.Resolve(p)
 	if err != nil {
+		return err
+	}
+	if err := checkWritable(p, rel); err != nil {
 		return err
 	}
 	if rel == "." {
@@ -362,10 +378,14 @@ func (r *Root) WriteFile(p string, data []byte) error {
 }
 
 // Remove deletes the file or empty directory at p. A symbolic link is
-// removed itself, not its target.
+// removed itself, not its target. A repository's git settings and hooks
+// are refused (ErrProtected).
 func (r *Root) Remove(p string) error {
 	rel, err := r.resolveLink(p)
 	if err != nil {
+		return err
+	}
+	if err := checkWritable(p, rel); err != nil {
 		return err
 	}
 	return r.root.Remove(rel)
@@ -373,7 +393,8 @@ func (r *Root) Remove(p string) error {
 
 // Rename moves the file at from to to, creating to's missing parent
 // directories. A symbolic link is moved itself, and one at to is replaced,
-// not followed.
+// not followed. Moving a repository's git settings or hooks, or a .git
+// folder itself, is refused (ErrProtected).
 func (r *Root) Rename(from, to string) error {
 	src, err := r.resolveLink(from)
 	if err != nil {
@@ -382,6 +403,14 @@ func (r *Root) Rename(from, to string) error {
 	dst, err := r.resolveLink(to)
 	if err != nil {
 		return err
+	}
+	for _, c := range []struct{ p, rel string }{{from, src}, {to, dst}} {
+		if err := checkWritable(c.p, c.rel); err != nil {
+			return err
+		}
+		if isGitFolder(c.rel) {
+			return &ProtectedError{Path: c.p}
+		}
 	}
 	if dst == "." {
 		return fmt.Errorf("%s: is the working folder", to)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
+	"github.com/agentwire/agentwire/internal/tools/sandbox/sandboxtest"
 )
 
 // layout builds a working folder next to a folder it must not reach:
@@ -239,4 +240,50 @@ func TestHardLinkOutOfTheFolderIsRefused(t *testing.T) {
 	b, err := r.ReadFile("a.txt")
 	require.NoError(t, err)
 	assert.Equal(t, "a", string(b))
+}
+
+// TestGitSettingsAreNotWritten: the file tools' Root refuses to write,
+// remove or move a repository's git settings and hooks (its own, a
+// submodule's, a worktree's, a nested repository's), or a .git folder
+// itself, by any path; other files of .git and files that only share the
+// names are written.
+func TestGitSettingsAreNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	write := func(p, s string) {
+		p = filepath.Join(dir, p)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+	}
+	write(".git/config", "[core]\n")
+	write(".git/hooks/pre-commit.sample", "#!/bin/sh\n")
+	write(".git/modules/lib/x/config", "[core]\n")
+	write(".git/modules/lib/x/HEAD", "ref: refs/heads/main\n")
+	write(".git/worktrees/w/config.worktree", "[core]\n")
+	write("vendor/dep/.git/config", "[core]\n")
+	write("a.txt", "a")
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "x"), 0o755))
+	require.NoError(t, os.Symlink(".git/config", filepath.Join(dir, "cfg")))
+	root, err := sandbox.Open(dir)
+	require.NoError(t, err)
+	defer root.Close()
+	before := sandboxtest.Snapshot(t, filepath.Join(dir, ".git"))
+
+	evil := []byte("[core]\n\tfsmonitor = \"touch ../outside/X #\"\n")
+	for _, p := range []string{".git/config", "./.git/../.git/config", "cfg", ".git/config.worktree", ".git/hooks/post-checkout",
+		".git/modules/lib/x/config", ".git/modules/lib/x/hooks/pre-commit", ".git/worktrees/w/config.worktree",
+		"vendor/dep/.git/config", "vendor/dep/.git/hooks/pre-commit"} {
+		assert.ErrorIs(t, root.WriteFile(p, evil), sandbox.ErrProtected, "WriteFile(%q)", p)
+	}
+	assert.ErrorIs(t, root.MkdirAll(".git/hooks/x"), sandbox.ErrProtected)
+	assert.ErrorIs(t, root.Remove(".git/hooks/pre-commit.sample"), sandbox.ErrProtected)
+	assert.ErrorIs(t, root.Remove(".git/config"), sandbox.ErrProtected)
+	for _, mv := range [][2]string{{".git", "g"}, {"x", ".git"}, {"x", "sub/.git"}, {".git/config", ".git/c"}, {"a.txt", ".git/config"}, {"a.txt", ".git/hooks/pre-commit"}} {
+		assert.ErrorIs(t, root.Rename(mv[0], mv[1]), sandbox.ErrProtected, "Rename(%q, %q)", mv[0], mv[1])
+	}
+	assert.Empty(t, sandboxtest.Changes(before, sandboxtest.Snapshot(t, filepath.Join(dir, ".git"))))
+
+	for _, p := range []string{".git/info/exclude", ".git/description", "config", "hooks/x", ".gitignore", "src/.gitconfig"} {
+		assert.NoError(t, root.WriteFile(p, []byte("ok\n")), "WriteFile(%q)", p)
+	}
+	assert.NoError(t, root.Rename("a.txt", "b.txt"))
 }
