@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/go-faster/yaml"
 	"github.com/ogen-go/ogen"
@@ -41,17 +42,23 @@ func runOgen(spec, config, pkg string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ogen: %s: %w", spec, err)
 	}
-	files := memFS{}
+	files := &memFS{files: map[string][]byte{}}
 	if err := g.WriteSource(files, pkg); err != nil {
 		return nil, fmt.Errorf("ogen: write: %w", err)
 	}
-	return files, nil
+	return files.files, nil
 }
 
-// memFS is ogen's gen.FileSystem in memory: ogen formats what it writes.
-type memFS map[string][]byte
+// memFS is ogen's gen.FileSystem in memory: ogen formats what it writes,
+// several files at once.
+type memFS struct {
+	mu    sync.Mutex
+	files map[string][]byte
+}
 
-func (m memFS) WriteFile(name string, src []byte) error {
-	m[name] = bytes.Clone(src)
+func (m *memFS) WriteFile(name string, src []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.files[name] = bytes.Clone(src)
 	return nil
 }
