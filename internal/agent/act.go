@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -38,18 +39,18 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 	var stopped error
 	for _, c := range calls {
 		if stopped != nil {
-			r.result(c, "Not run: the user stopped the run.", true)
+			r.result(c, "Not run: the user stopped the run.", event.OutcomeCancelled)
 			continue
 		}
 		t, ok := r.tools.Get(c.Name)
 		if !ok {
-			r.result(c, fmt.Sprintf("There is no tool named %q.", c.Name), true)
+			r.result(c, fmt.Sprintf("There is no tool named %q.", c.Name), event.OutcomeFailed)
 			continue
 		}
 		args := json.RawMessage(c.Arguments)
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(args, &obj); err != nil {
-			r.result(c, "The arguments are not a JSON object: "+err.Error(), true)
+			r.result(c, "The arguments are not a JSON object: "+err.Error(), event.OutcomeFailed)
 			continue
 		}
 		class := t.Classify(args)
@@ -57,17 +58,17 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 		case tools.Run:
 			jobs = append(jobs, job{c, t, class, r.a.cfg.Policy.Level(class, false, r.remembered.has), ""})
 		case tools.Refuse:
-			r.result(c, "Refused: the approval policy does not allow this call.", true)
+			r.result(c, "Refused: the approval policy does not allow this call.", event.OutcomeRefused)
 		case tools.Ask:
 			if !r.spec.Interactive {
 				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run.", describe(c, class))
 				r.systemMessage(why)
-				r.result(c, why, true)
+				r.result(c, why, event.OutcomeRefused)
 				continue
 			}
 			ans, err := r.askApproval(ctx, c, t, class)
 			if err != nil {
-				r.result(c, "Not run: the run was cancelled while waiting for approval.", true)
+				r.result(c, "Not run: the run was cancelled while waiting for approval.", event.OutcomeCancelled)
 				return err
 			}
 			switch ans.Decision {
@@ -81,16 +82,16 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 				}
 				jobs = append(jobs, j)
 			case event.DecisionDenyStop:
-				r.result(c, denial(ans.Text, "The user denied this call and stopped the run."), true)
+				r.result(c, denial(ans.Text, "The user denied this call and stopped the run."), event.OutcomeRefused)
 				stopped = errStop
 			default: // deny_continue
-				r.result(c, denial(ans.Text, "The user denied this call. Continue without it, or ask the user how to proceed."), true)
+				r.result(c, denial(ans.Text, "The user denied this call. Continue without it, or ask the user how to proceed."), event.OutcomeRefused)
 			}
 		}
 	}
 	if stopped != nil {
 		for _, j := range jobs {
-			r.result(j.call, "Not run: the user stopped the run.", true)
+			r.result(j.call, "Not run: the user stopped the run.", event.OutcomeCancelled)
 		}
 		return stopped
 	}
@@ -127,7 +128,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 		// Calls that never ran still need their result.
 		for _, j := range jobs {
 			if !r.answered(j.call.ID) {
-				r.result(j.call, "Not run: the run was cancelled.", true)
+				r.result(j.call, "Not run: the run was cancelled.", event.OutcomeCancelled)
 			}
 		}
 		return ctx.Err()
@@ -160,11 +161,18 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	began := time.Now()
 	res, err := j.tool.Run(tctx, args, out)
 	took := time.Since(began)
+	outcome := event.OutcomeOK
 	switch {
 	case ctx.Err() != nil:
-		res = tools.Result{Content: "Cancelled.", IsError: true}
+		res, outcome = tools.Result{Content: "Cancelled.", IsError: true}, event.OutcomeCancelled
+	case errors.Is(err, tools.ErrInputTimedOut):
+		res, outcome = tools.Result{Content: err.Error(), IsError: true}, event.OutcomeTimedOut
 	case err != nil:
-		res = tools.Result{Content: err.Error(), IsError: true}
+		res, outcome = tools.Result{Content: err.Error(), IsError: true}, event.OutcomeFailed
+	case res.TimedOut:
+		outcome = event.OutcomeTimedOut
+	case res.IsError:
+		outcome = event.OutcomeFailed
 	}
 	if j.edited != "" {
 		res.Content = "The user edited the patch before approving it; this is the patch that was applied:\n" + j.edited + "\n\n" + res.Content
@@ -173,13 +181,14 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 		res.Content = truncate(res.Content, r.a.cfg.MaxResultBytes)
 	}
 	r.emit(event.ToolExecCompleted{CallID: j.call.ID, Name: j.call.Name, Result: res.Content, IsError: res.IsError,
-		ExitCode: res.ExitCode, DurationMS: max(took.Milliseconds(), 1)})
+		Outcome: outcome, ExitCode: res.ExitCode, DurationMS: max(took.Milliseconds(), 1)})
 	return res
 }
 
-// result answers a call that did not run.
-func (r *run) result(c llm.ToolCall, text string, isErr bool) {
-	r.emit(event.ToolExecCompleted{CallID: c.ID, Name: c.Name, Result: text, IsError: isErr})
+// result answers a call that did not run, with why.
+func (r *run) result(c llm.ToolCall, text string, outcome event.Outcome) {
+	isErr := outcome != event.OutcomeOK
+	r.emit(event.ToolExecCompleted{CallID: c.ID, Name: c.Name, Result: text, IsError: isErr, Outcome: outcome})
 	r.answer(c, tools.Result{Content: text, IsError: isErr})
 }
 

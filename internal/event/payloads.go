@@ -273,6 +273,11 @@ type ToolExecCompleted struct {
 	Name    string `json:"name"`
 	Result  string `json:"result"`
 	IsError bool   `json:"is_error"`
+	// Outcome is what became of the call, for anyone who must tell a
+	// tool that ran and failed from one that never ran: never read it
+	// from Result's text. Empty in events logged before it existed; use
+	// OutcomeOf.
+	Outcome Outcome `json:"outcome,omitempty"`
 	// ExitCode is the exit status of a tool that ran a program (bash);
 	// nil for other tools and for calls that never ran.
 	ExitCode *int `json:"exit_code,omitempty"`
@@ -282,6 +287,38 @@ type ToolExecCompleted struct {
 
 // EventType implements Payload.
 func (ToolExecCompleted) EventType() Type { return TypeToolExecCompleted }
+
+// Outcome is what became of a tool call.
+type Outcome string
+
+// Outcomes of a tool call.
+const (
+	// OutcomeOK: the tool ran and succeeded.
+	OutcomeOK Outcome = "ok"
+	// OutcomeFailed: the tool ran and failed, or could not be run as
+	// called (no such tool, arguments that are not an object).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeRefused: not run, because the approval policy or a person
+	// refused it.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeCancelled: not run, or stopped, because the run was
+	// cancelled or the user stopped it.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeTimedOut: the tool, or the person it asked, ran out of time.
+	OutcomeTimedOut Outcome = "timed_out"
+)
+
+// OutcomeOf is c's outcome; for an event logged before outcomes were, the
+// one its IsError implies (ok or failed).
+func OutcomeOf(c ToolExecCompleted) Outcome {
+	switch {
+	case c.Outcome != "":
+		return c.Outcome
+	case c.IsError:
+		return OutcomeFailed
+	}
+	return OutcomeOK
+}
 
 // InputRequested records that the agent asks a person for text. Timeout, when non-zero, ends the wait with input.timed_out.
 type InputRequested struct {

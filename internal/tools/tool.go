@@ -42,6 +42,8 @@ type Result struct {
 	// its own status, 124 when it timed out, 128+N when signal N killed
 	// it. nil for tools that run no program.
 	ExitCode *int
+	// TimedOut says the tool ran out of time (and IsError is set).
+	TimedOut bool
 }
 
 // PatchEditor is implemented by tools whose calls carry a patch that a

@@ -13,7 +13,6 @@ import (
 	"github.com/agentwire/agentwire/generated/ag2api"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
-	"github.com/agentwire/agentwire/internal/tools"
 )
 
 // Error codes of chat.error (the document's table, plus UNKNOWN_REQUEST).
@@ -312,10 +311,12 @@ func (p *projector) toolDone(seq int64, v event.ToolExecCompleted) []frame {
 	delete(p.progress, v.CallID)
 	out := []frame{{seq: seq, msg: ag2api.NewToolResponse(ag2api.ToolResponseData{ChatID: p.chat, ToolName: v.Name,
 		Content: v.Result, Success: !v.IsError, Corr: corr, Seq: int(seq)})}}
-	// A tool that ran and failed (not one refused, cancelled or left
-	// unanswered: those have been shown already) is also reported as an
-	// error the user can act on.
-	if v.IsError && v.DurationMS > 0 && !strings.Contains(v.Result, tools.ErrInputTimedOut.Error()) && v.Result != "Cancelled." {
+	// A tool that ran and failed, or a command that ran out of time, is
+	// also reported as an error the user can act on; a call refused or
+	// cancelled, or a question left unanswered (chat.input_timeout told
+	// of it), has been shown already.
+	outcome := event.OutcomeOf(v)
+	if outcome == event.OutcomeFailed && v.DurationMS > 0 || outcome == event.OutcomeTimedOut && v.ExitCode != nil {
 		out = append(out, frame{msg: chatError(p.chat, 0, codeTool, fmt.Sprintf("The tool %s failed", v.Name),
 			map[string]any{"tool_name": v.Name, "corr": corr}, true)})
 	}

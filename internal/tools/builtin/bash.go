@@ -174,7 +174,7 @@ func (r *runner) run(ctx context.Context, level tools.Level, command string, out
 	text := c.text()
 	switch {
 	case context.Cause(ctx) == errTimedOut:
-		return tools.Result{Content: text + fmt.Sprintf("[timed out after %s; the command was killed]", r.timeout), IsError: true, ExitCode: new(124)}, nil
+		return tools.Result{Content: text + fmt.Sprintf("[timed out after %s; the command was killed]", r.timeout), IsError: true, ExitCode: new(124), TimedOut: true}, nil
 	case ctx.Err() != nil:
 		return tools.Result{Content: text + "[cancelled; the command was killed]", IsError: true}, nil
 	}
