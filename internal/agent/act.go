@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/tools"
 )
 
@@ -54,7 +55,9 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			continue
 		}
 		class := t.Classify(args)
-		switch r.a.cfg.Policy.Decide(class, r.remembered.has) {
+		verdict := r.a.cfg.Policy.Decide(class, r.remembered.has)
+		r.a.cfg.Metrics.ToolJudged(c.Name, verdictName(verdict))
+		switch verdict {
 		case tools.Run:
 			jobs = append(jobs, job{c, t, class, r.a.cfg.Policy.Level(class, false, r.remembered.has), ""})
 		case tools.Refuse:
@@ -161,6 +164,7 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	began := time.Now()
 	res, err := j.tool.Run(tctx, args, out)
 	took := time.Since(began)
+	r.a.cfg.Metrics.ToolRan(j.call.Name, took)
 	outcome := event.OutcomeOK
 	switch {
 	case ctx.Err() != nil:
@@ -224,7 +228,9 @@ func (r *run) askApproval(ctx context.Context, c llm.ToolCall, t tools.Tool, cla
 			r.inbox.unregister(c.ID)
 			return event.Command{}, err
 		}
+		answered := r.a.cfg.Metrics.ApprovalWaiting()
 		cmd, err := wait(ctx)
+		answered()
 		if err != nil {
 			return event.Command{}, err
 		}
@@ -327,4 +333,15 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", cut, len(s))
+}
+
+// verdictName is v as the metrics name it.
+func verdictName(v tools.Verdict) string {
+	switch v {
+	case tools.Run:
+		return metrics.VerdictRan
+	case tools.Refuse:
+		return metrics.VerdictRefused
+	}
+	return metrics.VerdictAsked
 }

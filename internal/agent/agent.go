@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/workflow"
 )
@@ -112,6 +113,10 @@ type Config struct {
 	// larger commits write less.
 	LiveDeltasUnwatched time.Duration
 	Logger              *slog.Logger
+	// Metrics counts runs, tool calls and the requests that wait for
+	// people; nil counts nothing. (Model calls are counted around the
+	// model: see internal/server.)
+	Metrics *metrics.Metrics
 }
 
 // Agent runs the ReAct loop. It is safe for concurrent runs.
@@ -318,6 +323,16 @@ func newRun(a *Agent, spec Spec, em *emitter, inbox *Inbox) *run {
 func (r *run) emit(p event.Payload) {
 	if r.superseded() {
 		return
+	}
+	switch p := p.(type) {
+	case event.RunStarted:
+		r.a.cfg.Metrics.RunStarted()
+	case event.RunCompleted:
+		r.a.cfg.Metrics.RunFinished("completed")
+	case event.RunCancelled:
+		r.a.cfg.Metrics.RunFinished("cancelled")
+	case event.RunFailed:
+		r.a.cfg.Metrics.RunFinished(string(p.Code))
 	}
 	if r.voice != nil {
 		r.voice.say(r.em, p)

@@ -107,7 +107,9 @@ func (a *asker) Ask(ctx context.Context, req tools.InputRequest) (string, error)
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	answered := a.r.a.cfg.Metrics.InputWaiting()
 	cmd, err := wait(wctx)
+	answered()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			a.r.emit(event.InputTimedOut{RequestID: id, TimeoutSeconds: timeoutSeconds(timeout)})
@@ -135,7 +137,9 @@ func (a *asker) RequestUI(ctx context.Context, req tools.UIRequest) (json.RawMes
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	answered := a.r.a.cfg.Metrics.InputWaiting()
 	cmd, err := wait(wctx)
+	answered()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			// A UI request's timeout is recorded as an input timeout of

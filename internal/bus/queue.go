@@ -54,11 +54,11 @@ func (q *Queue) Push(events []event.Event) bool {
 
 // Offer appends e when it fits and drops it otherwise, leaving the queue
 // open: for previews, which a subscriber may miss.
-func (q *Queue) Offer(e event.Event) {
+func (q *Queue) Offer(e event.Event) (taken bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ended || len(q.items)-q.head >= q.limit {
-		return
+		return false
 	}
 	if q.head > 0 && len(q.items) == cap(q.items) {
 		n := copy(q.items, q.items[q.head:])
@@ -67,6 +67,7 @@ func (q *Queue) Offer(e event.Event) {
 	}
 	q.items = append(q.items, e)
 	q.signal()
+	return true
 }
 
 // End ends the queue with err; Next returns err from then on, dropping what

@@ -95,6 +95,10 @@ type Config struct {
 	// DebugAddr, when set, is a loopback address that serves the Go
 	// profiler (net/http/pprof) and runtime metrics; empty serves none.
 	DebugAddr string
+	// MetricsAddr, when set, is a loopback address that serves the
+	// Prometheus metrics at /metrics; empty serves none (the debug
+	// listener serves them too).
+	MetricsAddr string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 
@@ -231,7 +235,8 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	fs.StringVar(&c.LiveDeltas, "live-deltas", "auto", "send streamed deltas to threads SSE and agentchat clients at once and commit them in batches of up to this long: auto ("+DefaultLiveDeltas.String()+", except for the scripted model), off, or a duration; "+UnwatchedLiveDeltas.String()+" (or this, if longer) while every live client took them ahead")
 	fs.StringVar(&c.CoalesceDeltas, "coalesce-deltas", "auto", "merge the streamed deltas of one message that gather while a commit is in flight into one event: auto (on, except for the scripted model, whose scenarios contract tests replay chunk for chunk), on or off")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long running turns may finish after SIGINT/SIGTERM")
-	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars and /debug/metrics (default: off)")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars, /debug/metrics and /metrics (default: off)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "loopback address (e.g. 127.0.0.1:9464) that serves Prometheus metrics at /metrics (default: off)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.Auth, "auth", "none", "authentication: none, keys (API keys from AGENTWIRE_API_KEYS or --api-keys-file) or jwt (--jwt-keys or AGENTWIRE_JWT_SECRET)")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "file of principal=key lines for --auth keys ('#' comments)")
@@ -375,6 +380,11 @@ func (c *Config) validate() error {
 	if c.DebugAddr != "" {
 		if _, _, err := net.SplitHostPort(c.DebugAddr); err != nil {
 			errs = append(errs, fmt.Errorf("--debug-addr %q: %v", c.DebugAddr, err))
+		}
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr %q: %v", c.MetricsAddr, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentwire/agentwire/internal/config"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/workflow"
 )
@@ -63,6 +64,17 @@ type Env struct {
 	// with its protocol's verdict on it (nil: valid), so that a projection
 	// that drifts from the schema documents fails a test.
 	Verify func(proto string, frame []byte, err error)
+	// Metrics counts connections, frames and slow consumers; nil counts
+	// nothing.
+	Metrics *metrics.Metrics
+}
+
+// ConnOptions are the options of proto's WebSockets: the server's, with
+// the adapter's logger, and counted under proto's name.
+func (env Env) ConnOptions(proto string, log *slog.Logger) wsconn.Options {
+	o := env.Conn
+	o.Logger, o.Metrics, o.Protocol = log, env.Metrics, proto
+	return o
 }
 
 // Verifier returns the function an adapter of proto calls on each frame it

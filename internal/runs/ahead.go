@@ -76,6 +76,9 @@ type ahead struct {
 	cancel  context.CancelCauseFunc // the run's
 	preview func(event.Event)       // the Log's, for the thread
 	decided chan struct{}           // closed when the gate leaves aheadPending
+	// counted, when set, is told how the gate was decided (the server's
+	// metrics).
+	counted func(result string)
 
 	mu    sync.Mutex
 	state aheadState
@@ -150,6 +153,9 @@ func (a *ahead) decide(to aheadState) bool {
 	}
 	a.state, a.held = to, nil
 	close(a.decided)
+	if a.counted != nil {
+		a.counted(to.String())
+	}
 	return true
 }
 

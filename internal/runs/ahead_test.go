@@ -169,6 +169,10 @@ func TestRunStartedAheadStartsAgain(t *testing.T) {
 			e.events("t1", map[string]string{p.Run: "r", "other": "other"}))
 		assert.Equal(t, []string{"hello", "in between | hello"}, model.sent(),
 			"the undone run's call without the event in between, the run's with it")
+		for result, want := range map[string]float64{"undone": 1, "restarted": 1, "committed": 0} {
+			got, _ := e.metrics.Sample("agentwire_runs_ahead_total", map[string]string{"result": result})
+			assert.Equal(t, want, got, "runs ahead %s", result)
+		}
 	})
 }
 

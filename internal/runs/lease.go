@@ -89,6 +89,7 @@ func (m *Manager) reap(ctx context.Context) {
 			continue
 		}
 		m.logger.Warn("took over the thread of a node whose lease ran out", "thread", c.Thread, "run", c.Run, "node", c.Node)
+		m.cfg.Metrics.LeaseTakenOver()
 		mine := store.RunClaim{Thread: c.Thread, Run: c.Run, Node: m.cfg.Node}
 		if err := m.endDeadRun(ctx, c); err != nil {
 			m.logger.Error("end a dead node's run", "thread", c.Thread, "err", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
@@ -157,6 +158,7 @@ func (m *Manager) startHere(ctx context.Context, thread string, in Input, p *pre
 			at.Seq = seq
 			a := m.newActive(in.runID)
 			gate = newAhead(at, a.cancel, func(ev event.Event) { m.cfg.Log.Preview(thread, ev) })
+			gate.counted = m.cfg.Metrics.RunAhead
 			run.after, run.gate = seq, gate
 			o.setRun(a) // before adopt: nobody else sees o yet
 			m.launch(a, sl, run)
@@ -196,6 +198,7 @@ func (m *Manager) startHere(ctx context.Context, thread string, in Input, p *pre
 		// Something was committed between the history the run read and
 		// its message: the run starts again, the ordinary way, with the
 		// same spec.
+		m.cfg.Metrics.RunAhead(metrics.AheadRestarted)
 		if sl, err = m.admit(); err != nil {
 			m.endUnstarted(thread, in.runID)
 			m.abandon(o, claim)

@@ -39,6 +39,7 @@ import (
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
@@ -130,6 +131,9 @@ type Config struct {
 	// Logger logs what goes wrong with runs and their threads (default:
 	// nothing).
 	Logger *slog.Logger
+	// Metrics counts runs started ahead of their commit and threads taken
+	// over; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Manager owns the runs of the threads whose commands it handles.

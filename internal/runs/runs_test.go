@@ -15,6 +15,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/sqlite"
@@ -172,6 +173,8 @@ type env struct {
 	// starts; wrap, when set, wraps their runner (the agent).
 	prepare func(ctx context.Context, thread string, opts event.RunOptions) (agent.Spec, func(), error)
 	wrap    func(runs.Runner) runs.Runner
+	// metrics count what the Managers newManager starts do.
+	metrics *metrics.Metrics
 }
 
 // hookedBus is a bus with a hook before every Send: the moment a Post
@@ -229,7 +232,10 @@ func (e *env) newManager() *runs.Manager {
 	if e.wrap != nil {
 		runner = e.wrap(runner)
 	}
-	m := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: runner, Node: "node-" + event.NewID(), Prepare: e.prepare})
+	if e.metrics == nil {
+		e.metrics = metrics.New()
+	}
+	m := runs.New(runs.Config{Log: e.log, Claims: e.store, Bus: e.bus, Runner: runner, Node: "node-" + event.NewID(), Prepare: e.prepare, Metrics: e.metrics})
 	require.NoError(e.t, m.Recover(e.t.Context()))
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -30,10 +30,14 @@ import (
 
 // checkDebugAddr refuses a --debug-addr that other machines could reach:
 // only a loopback IP address or localhost is served.
-func checkDebugAddr(addr string) error {
+func checkDebugAddr(addr string) error { return checkLoopback("--debug-addr", addr, "6060") }
+
+// checkLoopback refuses an address of flag's that other machines could
+// reach: only a loopback IP address or localhost is served.
+func checkLoopback(flag, addr, port string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--debug-addr %q: %v", addr, err)
+		return fmt.Errorf("%s %q: %v", flag, addr, err)
 	}
 	if strings.EqualFold(host, "localhost") {
 		return nil
@@ -41,30 +45,38 @@ func checkDebugAddr(addr string) error {
 	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
-	return errDebugExposed(addr)
+	return errExposed(flag, addr, port)
 }
 
-func errDebugExposed(addr string) error {
-	return fmt.Errorf("refusing --debug-addr %s: the profiler and metrics are served on a loopback address only "+
-		"(127.0.0.1, [::1] or localhost, e.g. --debug-addr 127.0.0.1:6060), never where other machines can reach them; "+
-		"to profile a remote server, forward its loopback port (ssh -L 6060:127.0.0.1:6060 HOST)", addr)
+func errExposed(flag, addr, port string) error {
+	return fmt.Errorf("refusing %s %s: the profiler and metrics are served on a loopback address only "+
+		"(127.0.0.1, [::1] or localhost, e.g. %s 127.0.0.1:%s), never where other machines can reach them; "+
+		"to read them from another machine, forward its loopback port (ssh -L %s:127.0.0.1:%s HOST)", flag, addr, flag, port, port, port)
 }
 
-// listenDebug binds --debug-addr, and refuses an address that did not
+// listenLoopback binds an address of flag's, and refuses one that did not
 // bind to loopback after all (localhost resolved elsewhere).
-func listenDebug(addr string) (net.Listener, error) {
-	if err := checkDebugAddr(addr); err != nil {
+func listenLoopback(flag, addr, port string) (net.Listener, error) {
+	if err := checkLoopback(flag, addr, port); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s (--debug-addr): %w", addr, err)
+		return nil, fmt.Errorf("listen on %s (%s): %w", addr, flag, err)
 	}
 	if ta, ok := ln.Addr().(*net.TCPAddr); !ok || !ta.IP.IsLoopback() {
 		ln.Close()
-		return nil, errDebugExposed(addr + " (bound to " + ln.Addr().String() + ")")
+		return nil, errExposed(flag, addr+" (bound to "+ln.Addr().String()+")", port)
 	}
 	return ln, nil
+}
+
+// metricsHandler serves the --metrics-addr listener: the Prometheus
+// metrics at /metrics, behind the Host and Origin checks.
+func (s *Server) metricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	return s.guard.debugHandler(mux)
 }
 
 // debugHandler serves the --debug-addr listener.
@@ -79,6 +91,7 @@ func (s *Server) debugHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /debug/vars", s.debugVars)
 	mux.HandleFunc("GET /debug/metrics", debugMetrics)
+	mux.Handle("GET /metrics", s.metrics.Handler())
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/debug/pprof/", http.StatusFound)
 	})

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/llm"
@@ -11,6 +14,7 @@ import (
 	"github.com/agentwire/agentwire/internal/llm/gemini"
 	"github.com/agentwire/agentwire/internal/llm/openai"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
+	"github.com/agentwire/agentwire/internal/metrics"
 )
 
 // newModel builds the model the configuration chooses, and a line that
@@ -56,7 +60,7 @@ func newModel(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
 // modelNamed returns the function that gives a workflow agent the model it
 // names: a model of the configured provider by that name, made once per
 // name. The scripted model plays the same scenario whatever the name.
-func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model) func(name string) (llm.Model, error) {
+func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model, mt *metrics.Metrics) func(name string) (llm.Model, error) {
 	var mu sync.Mutex
 	made := map[string]llm.Model{}
 	return func(name string) (llm.Model, error) {
@@ -74,7 +78,49 @@ func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model) func(name s
 		if err != nil {
 			return nil, err
 		}
+		m = observe(m, mt, cfg.Provider())
 		made[name] = m
 		return m, nil
+	}
+}
+
+// observed is a model whose calls the server's metrics count: the time to
+// its first chunk, its duration and the tokens it reports.
+type observed struct {
+	llm.Model
+	metrics  *metrics.Metrics
+	provider string
+}
+
+// observe wraps m for metrics; it returns m as it is when there are none.
+func observe(m llm.Model, mt *metrics.Metrics, provider string) llm.Model {
+	if mt == nil {
+		return m
+	}
+	return observed{Model: m, metrics: mt, provider: provider}
+}
+
+func (o observed) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		start := time.Now()
+		var (
+			first time.Time
+			usage llm.Usage
+		)
+		defer func() {
+			o.metrics.ModelCall(o.provider, o.Model.Name(), start, first, time.Now(), int(usage.PromptTokens), int(usage.CompletionTokens))
+		}()
+		for ch, err := range o.Model.Stream(ctx, req) {
+			if first.IsZero() && err == nil {
+				first = time.Now()
+			}
+			if ch.Type == llm.ChunkUsage {
+				usage.PromptTokens += ch.Usage.PromptTokens
+				usage.CompletionTokens += ch.Usage.CompletionTokens
+			}
+			if !yield(ch, err) {
+				return
+			}
+		}
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
@@ -51,6 +52,7 @@ type Server struct {
 	log       *slog.Logger
 	ModelDesc string // what the banner says about the model
 
+	metrics  *metrics.Metrics
 	store    store.Store
 	bus      bus.Bus
 	threads  *thread.Service
@@ -72,6 +74,8 @@ type Server struct {
 	servers   []*http.Server
 	addrs     map[string]string // listener name ("main" or a protocol) -> bound address
 	debugAddr string            // the bound --debug-addr, "" without one
+	// metricsAddr is the bound --metrics-addr, "" without one.
+	metricsAddr string
 	// endDebug cancels the debug listener's requests at shutdown: a CPU
 	// profile or trace in progress ends and is sent at once.
 	endDebug  context.CancelFunc
@@ -140,7 +144,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 			return nil, fmt.Errorf("open the store: %w", err)
 		}
 	}
-	if s.store, err = openStore(ctx, cfg, log); err != nil {
+	s.metrics = metrics.New()
+	if s.store, err = openStore(ctx, cfg, log, s.metrics); err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
 	if opts.Store != nil {
@@ -159,12 +164,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		}
 		s.bus, ready, s.busUp = nb, nb.Connected, nb.Connected
 	} else {
-		s.bus = local.New()
+		s.bus = local.New(local.WithMetrics(s.metrics))
 	}
 	if opts.Bus != nil {
 		s.bus = opts.Bus(s.bus)
 	}
-	s.threads = thread.New(s.store, s.bus, log, thread.Options{})
+	s.threads = thread.New(s.store, s.bus, log, thread.Options{Metrics: s.metrics})
 
 	if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the working folder: %w", err)
@@ -186,6 +191,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		return nil, fmt.Errorf("set up the model: %w", err)
 	}
 	s.ModelDesc = desc
+	model = observe(model, s.metrics, cfg.Provider())
 	// The adapters see the model in use and its context window.
 	cfg.Model = model.Name()
 	if cfg.ContextWindow == 0 {
@@ -195,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	ag := agent.New(agent.Config{
 		Model: model, Tools: toolset, Policy: tools.Judge{Policy: policy, Sandbox: s.box.Kind()}, MaxSteps: cfg.MaxSteps,
 		TotBranches: cfg.TotBranches, TotDepth: cfg.TotDepth, GraphParallel: cfg.GraphParallel,
-		System: systemPrompt, Logger: log,
+		System: systemPrompt, Logger: log, Metrics: s.metrics,
 		ContextWindow: cfg.ContextWindow, CompactThreshold: cfg.CompactThreshold,
 		InputTimeout: cfg.InputTimeout,
 		// By default scripted scenarios are played chunk for chunk, so
@@ -211,9 +217,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	for _, werr := range workflows.Check() {
 		log.Warn("a workflow does not load; runs of it will be refused", "err", werr)
 	}
-	prep := &preparer{root: s.root, box: s.box, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model)}
+	prep := &preparer{root: s.root, box: s.box, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model, s.metrics)}
 	s.runs = runs.New(runs.Config{Log: s.threads, Claims: s.store, Bus: s.bus, Runner: ag, Node: s.node,
-		Lease: cfg.RunLease, Shared: cfg.BusURL != "", Prepare: prep.prepare, Ready: ready, Logger: log})
+		Lease: cfg.RunLease, Shared: cfg.BusURL != "", Prepare: prep.prepare, Ready: ready, Logger: log, Metrics: s.metrics})
 	if err := s.runs.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover unfinished runs: %w", err)
 	}
@@ -232,7 +238,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	// The guard has checked the Origin of every upgrade before it gets here.
 	connOpts.SkipOriginCheck = true
 	connOpts.Subprotocols = []string{auth.Subprotocol}
-	env := protocol.Env{Core: s.core, Config: cfg, Conns: s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows}
+	env := protocol.Env{Core: s.core, Config: cfg, Conns: s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows, Metrics: s.metrics}
 	for _, r := range registry {
 		a, err := r.New(env)
 		if err != nil {
@@ -320,15 +326,15 @@ func nodeID() string {
 // openStore opens the thread store the configuration names. On failure
 // the store is a nil interface, never a nil pointer in one, so that the
 // cleanup in New skips it.
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (store.Store, error) {
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger, m *metrics.Metrics) (store.Store, error) {
 	if cfg.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: log})
+		st, err := postgres.Open(ctx, cfg.DatabaseURL, postgres.Options{Logger: log, Metrics: m})
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	}
-	st, err := sqlite.Open(ctx, sqlite.Options{Dir: cfg.DataDir, Logger: log})
+	st, err := sqlite.Open(ctx, sqlite.Options{Dir: cfg.DataDir, Logger: log, Metrics: m})
 	if err != nil {
 		return nil, err
 	}
@@ -409,6 +415,11 @@ func (s *Server) Start() error {
 			return err
 		}
 	}
+	if s.cfg.MetricsAddr != "" {
+		if err := checkLoopback("--metrics-addr", s.cfg.MetricsAddr, "9464"); err != nil {
+			return err
+		}
+	}
 	for _, it := range list {
 		raw, err := net.Listen("tcp", it.addr)
 		if err != nil {
@@ -427,7 +438,7 @@ func (s *Server) Start() error {
 	if s.cfg.DebugAddr != "" {
 		// Not under the connection caps: it serves this machine only, and
 		// must not take the protocols' places.
-		ln, err := listenDebug(s.cfg.DebugAddr)
+		ln, err := listenLoopback("--debug-addr", s.cfg.DebugAddr, "6060")
 		if err != nil {
 			return err
 		}
@@ -437,7 +448,25 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		s.serve("the debug listener", s.debugHandler(), ln, ctx)
 	}
+	if s.cfg.MetricsAddr != "" {
+		// Not under the connection caps either, for the same reason.
+		ln, err := listenLoopback("--metrics-addr", s.cfg.MetricsAddr, "9464")
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.metricsAddr = ln.Addr().String()
+		s.mu.Unlock()
+		s.serve("the metrics listener", s.metricsHandler(), ln, nil)
+	}
 	return nil
+}
+
+// MetricsAddr is the bound --metrics-addr, or "" without one.
+func (s *Server) MetricsAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.metricsAddr
 }
 
 // serve serves h on ln in the background until Shutdown, which waits for

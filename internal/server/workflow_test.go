@@ -200,7 +200,7 @@ func TestModelNamed(t *testing.T) {
 	cfg := testConfig(t)
 	base, _, err := newModel(cfg, nil)
 	require.NoError(t, err)
-	named := modelNamed(cfg, nil, base)
+	named := modelNamed(cfg, nil, base, nil)
 	m, err := named("any-model")
 	require.NoError(t, err)
 	assert.Same(t, base, m, "the scripted model plays its scenario whatever the name")
@@ -210,7 +210,7 @@ func TestModelNamed(t *testing.T) {
 	cfg.OpenAIAPIKey = "test"
 	base, _, err = newModel(cfg, nil)
 	require.NoError(t, err)
-	named = modelNamed(cfg, nil, base)
+	named = modelNamed(cfg, nil, base, nil)
 	m, err = named("small-model")
 	require.NoError(t, err)
 	assert.Equal(t, "small-model", m.Name())

@@ -18,6 +18,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store/memory"
 	"github.com/agentwire/agentwire/internal/thread"
 )
@@ -455,7 +456,8 @@ func TestOutlivesFallingBehind(t *testing.T) {
 				if name == "lossy" {
 					b = &lossyBus{Bus: b}
 				}
-				svc := setup(t, nil, b, thread.Options{QueueSize: queue, PageSize: 7})
+				m := metrics.New()
+				svc := setup(t, nil, b, thread.Options{QueueSize: queue, PageSize: 7, Metrics: m})
 				c := follow(t, st, svc, "t", 0, false)
 				c.hold()
 				for i := range n {
@@ -473,6 +475,10 @@ func TestOutlivesFallingBehind(t *testing.T) {
 				got, err = c.take(t, 2)
 				require.NoError(t, err)
 				assert.Equal(t, seqRange(n+1, n+2), seqsOf(got), "and it goes on live")
+				caughtUp, _ := m.Sample("agentwire_resubscribes_total", map[string]string{"reason": "slow"})
+				if name == "slow" {
+					assert.Positive(t, caughtUp, "the slow consumer's catching up is counted")
+				}
 			})
 		}
 	})

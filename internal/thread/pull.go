@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 )
 
 // errUnsubscribed is the cancel cause of Pull.Stop and Pull.Close; a pull
@@ -56,6 +58,7 @@ type Pull struct {
 	err       error // why it ended; nil when Stop or Close ended it
 
 	endOnce sync.Once
+	counted func() // counts the pull's end in the service's metrics
 }
 
 // PullOptions are what a Pull needs besides its thread and position.
@@ -226,6 +229,7 @@ func (p *Pull) step() (e event.Event, ok bool, err error) {
 			// earlier gap fill.
 		case e.Seq == p.delivered+1 && e.Payload != nil:
 			p.delivered = e.Seq
+			p.svc.opts.Metrics.Delivered(time.Since(e.Time))
 			return e, true, nil
 		default:
 			// Ahead (a concurrent append published first, or the bus lost
@@ -240,7 +244,12 @@ func (p *Pull) step() (e event.Event, ok bool, err error) {
 // behind (ErrSlowConsumer, bus.ErrMissed), from where the pull stopped; it
 // reports whether it did.
 func (p *Pull) resubscribe(why error) bool {
-	if !errors.Is(why, bus.ErrSlowConsumer) && !errors.Is(why, bus.ErrMissed) {
+	switch {
+	case errors.Is(why, bus.ErrSlowConsumer):
+		p.svc.opts.Metrics.Resubscribed(metrics.ResubscribeSlow)
+	case errors.Is(why, bus.ErrMissed):
+		p.svc.opts.Metrics.Resubscribed(metrics.ResubscribeMissed)
+	default:
 		return false
 	}
 	p.live.Close()

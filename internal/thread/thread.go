@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
 )
 
@@ -74,6 +75,9 @@ type Options struct {
 	// PageSize is how many events a pull reads from the log at a time
 	// while it replays or fills a gap (default DefaultPageSize).
 	PageSize int
+	// Metrics counts the pulls open, their catching up and the lag of
+	// live events; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Store is what a Service keeps events in: the threads' logs, and the
@@ -224,6 +228,7 @@ func (s *Service) add(p *Pull) bool {
 	}
 	s.pulls[p] = struct{}{}
 	s.wg.Add(1)
+	p.counted = s.opts.Metrics.SubscriptionOpened()
 	return true
 }
 
@@ -232,5 +237,6 @@ func (s *Service) remove(p *Pull) {
 	s.mu.Lock()
 	delete(s.pulls, p)
 	s.mu.Unlock()
+	p.counted()
 	s.wg.Done()
 }

@@ -10,10 +10,13 @@ import (
 
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 )
 
 // Bus is an in-process bus.Bus. The zero value is not usable; call New.
 type Bus struct {
+	metrics *metrics.Metrics
+
 	mu       sync.RWMutex
 	closed   bool
 	subs     map[string]map[*subscription]struct{}
@@ -23,13 +26,23 @@ type Bus struct {
 
 var _ bus.Bus = (*Bus)(nil)
 
+// An Option configures a Bus.
+type Option func(*Bus)
+
+// WithMetrics counts the bus's previews in m.
+func WithMetrics(m *metrics.Metrics) Option { return func(b *Bus) { b.metrics = m } }
+
 // New returns an empty bus.
-func New() *Bus {
-	return &Bus{
+func New(opts ...Option) *Bus {
+	b := &Bus{
 		subs:     map[string]map[*subscription]struct{}{},
 		plain:    map[string]int{},
 		handlers: map[string]*handler{},
 	}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
 }
 
 // Publish implements bus.Bus. It holds the bus only for reading, so
@@ -70,7 +83,7 @@ func (b *Bus) Preview(thread string, e event.Event) {
 	defer b.mu.RUnlock()
 	for s := range b.subs[thread] {
 		if s.previews {
-			s.Offer(e)
+			b.metrics.Preview(s.Offer(e))
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus/bustest"
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 )
 
 func TestBus(t *testing.T) {
@@ -66,4 +67,21 @@ func TestWaitsForCommits(t *testing.T) {
 	slow.Close()
 	assert.False(t, b.WaitsForCommits("t"))
 	asking.Close()
+}
+
+// TestPreviewsDroppedAreCounted: a preview offered to a subscriber whose
+// queue is full is dropped, and counted as such.
+func TestPreviewsDroppedAreCounted(t *testing.T) {
+	m := metrics.New()
+	b := local.New(local.WithMetrics(m))
+	defer b.Close()
+	sub, err := b.Subscribe(bus.WantPreviews(t.Context()), "t", 1)
+	require.NoError(t, err)
+	defer sub.Close()
+	b.Preview("t", event.Event{ID: "p1", Preview: 1})
+	b.Preview("t", event.Event{ID: "p2", Preview: 1})
+	delivered, _ := m.Sample("agentwire_previews_total", map[string]string{"result": "delivered"})
+	dropped, _ := m.Sample("agentwire_previews_total", map[string]string{"result": "dropped"})
+	assert.Equal(t, 1.0, delivered)
+	assert.Equal(t, 1.0, dropped)
 }

@@ -21,6 +21,7 @@ import (
 	busnats "github.com/agentwire/agentwire/internal/bus/nats"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/leaktest"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store/memory"
 	"github.com/agentwire/agentwire/internal/thread"
 )
@@ -275,7 +276,8 @@ func TestNATSRestartMidStream(t *testing.T) {
 	sub := open(t, srv.url(), "restart")
 	log := memory.New()
 	writer := thread.New(log, pub, nil, thread.Options{})
-	reader := thread.New(log, sub, nil, thread.Options{})
+	m := metrics.New()
+	reader := thread.New(log, sub, nil, thread.Options{Metrics: m})
 	t.Cleanup(func() { _ = writer.Close(); _ = reader.Close(); _ = log.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 3*wait)
 	defer cancel()
@@ -315,6 +317,8 @@ func TestNATSRestartMidStream(t *testing.T) {
 	for i, s := range got {
 		require.Equal(t, int64(i+1), s, "event %d", i)
 	}
+	missed, _ := m.Sample("agentwire_resubscribes_total", map[string]string{"reason": "missed"})
+	assert.Positive(t, missed, "the outage made the subscription catch up from the log")
 }
 
 // TestHandlerStoppedAcrossAnOutage stops a thread's command handler around

@@ -88,8 +88,7 @@ func New(env protocol.Env) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn := env.Conn
-	conn.Logger = log
+	conn := env.ConnOptions(Name, log)
 	stopped, stop := context.WithCancel(context.Background())
 	r := rate.Limit(env.Config.AG2Rate)
 	if env.Config.AG2Rate <= 0 {

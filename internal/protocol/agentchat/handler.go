@@ -47,8 +47,7 @@ func New(env protocol.Env) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn := env.Conn
-	conn.Logger = log
+	conn := env.ConnOptions(Name, log)
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentchatapi.ValidateOutbound), stream: orMessage(env.Config.AgentchatStream)}
 	h.hub = newHub(env.Core, env.Config.AgentchatBroadcast == "all", log, h.verify)

@@ -62,8 +62,7 @@ func New(env protocol.Env) *Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	conn := env.Conn
-	conn.Logger = log
+	conn := env.ConnOptions(Name, log)
 	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),

@@ -98,8 +98,7 @@ func New(env protocol.Env) (*Handler, error) {
 	}
 	specs := builtin.New(root, builtin.Options{Logger: log}).Filter(policy).Specs()
 	slices.SortFunc(specs, func(a, b tools.Spec) int { return strings.Compare(a.Name, b.Name) })
-	conn := env.Conn
-	conn.Logger = log
+	conn := env.ConnOptions(Name, log)
 	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs,

@@ -16,7 +16,7 @@ const Name = "threads"
 var Registration = protocol.Registration{
 	Name: Name,
 	New: func(env protocol.Env) (protocol.Adapter, error) {
-		opts := Options{Heartbeat: env.Heartbeat, Logger: env.Logger}
+		opts := Options{Heartbeat: env.Heartbeat, Logger: env.Logger, Metrics: env.Metrics}
 		return newHandler(env.Core, opts, env.Verifier(Name, verifyEvent)), nil
 	},
 }

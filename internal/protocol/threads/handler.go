@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
 	"github.com/agentwire/agentwire/internal/bus"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 )
@@ -47,6 +48,8 @@ type Options struct {
 	// since the deadline moves only once half of it has passed.
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
+	// Metrics counts the streams and their events; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Handler serves the threads protocol (schemas/openapi/threads.yaml) on the

@@ -121,6 +121,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.abort, cancel)()
+	defer h.opts.Metrics.ConnOpened(Name)()
 
 	s := &stream{
 		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
@@ -362,6 +363,7 @@ func (s *stream) putFrame(f sse.Frame) error {
 		s.deadline()
 	}
 	s.unsent++
+	s.h.opts.Metrics.FrameSent(Name, 1)
 	return s.sw.Frame(f)
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/wire"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	// offers one of them.
 	Subprotocols []string
 	Logger       *slog.Logger
+	// Metrics counts the connections, their frames and the slow
+	// consumers, labelled Protocol; nil counts nothing.
+	Metrics  *metrics.Metrics
+	Protocol string
 }
 
 func (o Options) withDefaults() Options {
@@ -114,6 +119,7 @@ func Serve(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, 
 	c := &Conn{ws: ws, opts: opts, ctx: ctx, end: cancel, closed: make(chan struct{})}
 	reg.add(c)
 	defer reg.remove(c)
+	defer opts.Metrics.ConnOpened(opts.Protocol)()
 
 	if err := handle(ctx, c); err != nil && !errors.Is(err, context.Canceled) {
 		opts.Logger.Debug("websocket handler", "err", err)
@@ -130,6 +136,9 @@ const ReasonInvalidUTF8 = "a text frame must be UTF-8"
 // valid UTF-8 closes the socket with 1007 and ends the reading.
 func (c *Conn) Read(ctx context.Context) ([]byte, error) {
 	typ, b, err := c.ws.Read(ctx)
+	if err == nil {
+		c.opts.Metrics.FrameReceived(c.opts.Protocol)
+	}
 	if err == nil && typ == websocket.MessageText && !utf8.Valid(b) {
 		c.Close(websocket.StatusInvalidFramePayloadData, ReasonInvalidUTF8)
 		return nil, errors.New("wsconn: " + ReasonInvalidUTF8)
@@ -147,6 +156,7 @@ func (c *Conn) Send(frame []byte) bool {
 		return false
 	}
 	if len(c.queue) >= c.opts.QueueSize {
+		c.opts.Metrics.SlowConsumer(c.opts.Protocol)
 		c.closeLocked(websocket.StatusPolicyViolation, ReasonSlow, false)
 		return false
 	}
@@ -196,6 +206,7 @@ func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool)
 }
 
 func (c *Conn) write(f []byte) error {
+	c.opts.Metrics.FrameSent(c.opts.Protocol, 1)
 	return c.ws.Write(c.writeContext(), websocket.MessageText, f)
 }
 

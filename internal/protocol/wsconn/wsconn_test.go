@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -60,7 +62,8 @@ func TestEcho(t *testing.T) {
 // server never blocks on it, and another client is unaffected.
 func TestSlowConsumerIsDisconnected(t *testing.T) {
 	reg := NewRegistry()
-	srv, conns := echoServer(t, reg, Options{QueueSize: 4, WriteTimeout: time.Minute})
+	m := metrics.New()
+	srv, conns := echoServer(t, reg, Options{QueueSize: 4, WriteTimeout: time.Minute, Metrics: m, Protocol: "p"})
 	slow := dial(t, srv)
 	slowConn := <-conns
 	fast := dial(t, srv)
@@ -77,6 +80,8 @@ func TestSlowConsumerIsDisconnected(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("slow connection not closing")
 	}
+	n, _ := m.Sample("agentwire_slow_consumer_disconnects_total", map[string]string{"protocol": "p"})
+	assert.Equal(t, 1.0, n, "slow consumers counted")
 
 	// The slow client, once it reads, drains what was written and then sees
 	// the close with the slow-consumer reason.

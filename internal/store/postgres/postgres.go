@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/internal/groupcommit"
 )
@@ -46,6 +47,9 @@ type Options struct {
 	// MaxBatchEvents bounds the events committed in one transaction
 	// (default 2048).
 	MaxBatchEvents int
+	// Metrics counts the group commits (their events and durations); nil
+	// counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Store is a store.Log kept in PostgreSQL.
@@ -104,7 +108,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, log: opts.Logger, schema: opts.Schema, threadLocks: defaultThreadLocks,
 		seqs: seqCache{last: map[string]int64{}}, stale: map[string]bool{}}
-	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents})
+	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents,
+		Observe: func(n int, took time.Duration) { opts.Metrics.Commit("postgres", n, took) }})
 	s.log.Info("postgres store open", "host", cfg.ConnConfig.Host, "database", cfg.ConnConfig.Database,
 		"schema", opts.Schema, "version", version)
 	return s, nil

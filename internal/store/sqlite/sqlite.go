@@ -38,6 +38,7 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
 	"github.com/agentwire/agentwire/internal/store/internal/groupcommit"
 )
@@ -63,6 +64,9 @@ type Options struct {
 	// MaxBatchEvents bounds the events committed in one transaction
 	// (default 2048).
 	MaxBatchEvents int
+	// Metrics counts the group commits (their events and durations); nil
+	// counts nothing.
+	Metrics *metrics.Metrics
 }
 
 // Store is a store.Log kept in one SQLite file.
@@ -161,7 +165,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		strings.TrimSuffix(strings.Repeat("?, ", len(store.HistoryTypes)), ", ")+`) ORDER BY seq`); err != nil {
 		return fail(err)
 	}
-	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents})
+	s.commit = groupcommit.New(s.flush, groupcommit.Options{MaxEvents: opts.MaxBatchEvents,
+		Observe: func(n int, took time.Duration) { opts.Metrics.Commit("sqlite", n, took) }})
 	s.log.Info("sqlite store open", "path", path, "schema", version, "synchronous", sync)
 	return s, nil
 }

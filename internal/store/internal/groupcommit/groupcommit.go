@@ -57,6 +57,9 @@ type Options struct {
 	// Timeout bounds one Flush (default 30s), so a hung database fails the
 	// waiting appends instead of holding them forever.
 	Timeout time.Duration
+	// Observe, when set, is told each commit's events and duration (for
+	// the server's metrics).
+	Observe func(events int, took time.Duration)
 }
 
 // Committer runs the writer goroutine. Its zero value is not usable; call New.
@@ -236,8 +239,12 @@ func (c *Committer) commit(batch []*Append) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	began := time.Now()
 	err := c.flush(ctx, live)
 	cancel()
+	if c.opts.Observe != nil && err == nil {
+		c.opts.Observe(countEvents(live), time.Since(began))
+	}
 	if err != nil {
 		err = fmt.Errorf("store: commit %d events: %w", countEvents(live), err)
 	}
