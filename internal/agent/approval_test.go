@@ -359,3 +359,28 @@ func TestReadOnlyOffersNoWriters(t *testing.T) {
 	assert.False(t, exists(t, e.workdir, "new.txt"))
 	assert.False(t, exists(t, e.workdir, "made.txt"))
 }
+
+// TestApproveAlwaysRemembersACompoundLine: a line of several programs
+// approved always is remembered as that exact line: the next turn's same
+// line runs without asking, another line still asks, and the request
+// carried the line as its key.
+func TestApproveAlwaysRemembersACompoundLine(t *testing.T) {
+	e := newEnv(t, "approval")
+	cfg := agent.Config{Policy: tools.PolicySuggest}
+	r := e.start(e.agent(cfg), "raise the flag", true)
+	req := approve(t, r, 1, event.DecisionApproveAlways, "")
+	assert.Equal(t, tools.LineKey("touch flag.txt && echo raised"), req.Key)
+	e.wait(r)
+	require.True(t, exists(t, e.workdir, "flag.txt"))
+	require.NoError(t, os.Remove(filepath.Join(e.workdir, "flag.txt")))
+
+	evs := e.run(e.agent(cfg), "raise the flag again", true)
+	assert.Empty(t, payloads[event.ToolApprovalRequested](evs), "the remembered line asked again")
+	assert.True(t, exists(t, e.workdir, "flag.txt"), "the remembered line did not run")
+
+	r = e.start(e.agent(cfg), "lower the flag", true)
+	other := approve(t, r, 1, event.DecisionDenyContinue, "")
+	assert.Equal(t, tools.LineKey("rm flag.txt && echo lowered"), other.Key, "another line asks")
+	e.wait(r)
+	assert.True(t, exists(t, e.workdir, "flag.txt"))
+}

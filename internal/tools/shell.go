@@ -23,20 +23,25 @@ import (
 // without asking runs in the read-only sandbox, which holds even when
 // this judgement is wrong.
 //
-// The approval key is the program's name when every simple command of the
-// line runs the same program with literal words and nothing is redirected
-// into a file; otherwise it is "" and such a call can never be approved
-// for good. Command holds the line as words (SplitCommand), or
-// ["bash", "-c", line] when it cannot be split, for people to read.
+// The approval key (what approve-always remembers) is the program's name
+// when every simple command of the line runs the same program with
+// literal words and nothing is redirected into a file (approving `git
+// status` always approves git); otherwise it is the exact line, marked
+// with a leading "$ " (LineKey), so that approving `touch a && echo b`
+// always approves that line and no other. A line that does not parse has
+// no key: it asks every time. Command holds the line as words
+// (SplitCommand), or ["bash", "-c", line] when it cannot be split, for
+// people to read.
 func ClassifyShell(line string) Class {
 	c := Class{Effect: EffectCommand, Command: []string{"bash", "-c", line}}
 	if words, err := SplitCommand(line); err == nil && len(words) > 0 {
 		c.Command = words
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(line), "")
-	if err != nil {
+	if err != nil || strings.TrimSpace(line) == "" {
 		return c
 	}
+	c.Key = LineKey(line)
 	j := &shellJudge{readOnly: true, keyed: true}
 	for _, st := range f.Stmts {
 		j.stmt(st)
@@ -44,12 +49,20 @@ func ClassifyShell(line string) Class {
 	if !j.seen {
 		return c
 	}
-	if j.keyed {
+	if j.keyed && j.key != "" && !strings.ContainsAny(j.key, " \t\n") && !strings.HasPrefix(j.key, "$") {
 		c.Key = j.key
 	}
 	c.ReadOnlyCommand = j.readOnly
 	return c
 }
+
+// LineKey is the approval key of an exact command line: the line, trimmed,
+// after "$ " (a program's key is its bare name, which has no spaces).
+func LineKey(line string) string { return "$ " + strings.TrimSpace(line) }
+
+// IsLineKey reports whether key is an exact command line's (LineKey)
+// rather than a program's or a tool's.
+func IsLineKey(key string) bool { return strings.HasPrefix(key, "$ ") }
 
 // shellJudge walks a parsed command line.
 type shellJudge struct {
