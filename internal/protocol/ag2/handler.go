@@ -241,8 +241,16 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	var last int64
 	scoped := false // the chat's scope was checked since it had events
 	holding, held := true, []frame(nil)
-	hold := time.NewTimer(holdLive)
-	defer hold.Stop()
+	// The hold runs from when the chat's history is projected (a resume
+	// can be served from then on), not from when the socket opened: a
+	// long history projected on a busy machine must not use it up.
+	var hold *time.Timer
+	var holdC <-chan time.Time
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
 	release := func() {
 		if holding {
 			holding = false
@@ -258,6 +266,10 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		var resume chan int64
 		if last >= head {
 			resume = s.resume
+			if hold == nil {
+				hold = time.NewTimer(holdLive)
+				holdC = hold.C
+			}
 		}
 		started := s.started
 		if !holding {
@@ -266,8 +278,16 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-hold.C:
-			release()
+		case <-holdC:
+			// A resume that came meanwhile goes first: the frames held
+			// are in its replay.
+			select {
+			case n := <-resume:
+				holding, held = false, nil
+				s.replay(ctx, n, last)
+			default:
+				release()
+			}
 		case <-started:
 			release()
 		case n := <-resume:
