@@ -4,9 +4,10 @@ FUZZTIME ?= 30s
 
 .PHONY: run test generate vet fuzz bench bench-e2e lint
 
-## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data)
+## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data);
+## flags go in ARGS: make run ARGS='--addr 127.0.0.1:9090 --approval-policy auto-edit'
 run:
-	$(GO) run ./cmd/server
+	$(GO) run ./cmd/server $(ARGS)
 
 ## test: every test, with the race detector (a generous timeout: a busy
 ## two-core machine compiles and runs them all at once)

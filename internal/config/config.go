@@ -207,6 +207,55 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	c := Config{Listen: map[string]string{}}
 	fs := flag.NewFlagSet("agentwire", flag.ContinueOnError)
 	fs.SetOutput(usage)
+	defineFlags(fs, &c)
+	fs.Usage = func() { usageText(fs, usage) }
+
+	// Environment first, so flags given on the command line override it.
+	var envErr error
+	fromEnv := map[string]bool{} // flags whose value came from their variable
+	fs.VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		if v := getenv(name); v != "" {
+			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
+				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
+			}
+			fromEnv[f.Name] = true
+		}
+	})
+	if envErr != nil {
+		return Config{}, envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	// The command line wins over the environment: find what it set.
+	cli := flag.NewFlagSet("agentwire", flag.ContinueOnError)
+	cli.SetOutput(io.Discard)
+	defineFlags(cli, &Config{Listen: map[string]string{}})
+	_ = cli.Parse(args) // fs.Parse accepted args
+	cli.Visit(func(f *flag.Flag) { delete(fromEnv, f.Name) })
+	c.APIKeys = getenv("AGENTWIRE_API_KEYS")
+	c.JWTSecret = getenv("AGENTWIRE_JWT_SECRET")
+	c.OpenAIAPIKey = getenv("OPENAI_API_KEY")
+	c.OpenAIBaseURL = getenv("OPENAI_BASE_URL")
+	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
+	c.GeminiAPIKey = getenv("GEMINI_API_KEY")
+	if c.GeminiAPIKey == "" {
+		c.GeminiAPIKey = getenv("GOOGLE_API_KEY")
+	}
+	return c, c.validate(func(flag string) string {
+		if fromEnv[flag] {
+			return EnvName(flag)
+		}
+		return "--" + flag
+	})
+}
+
+// defineFlags declares every flag of c on fs.
+func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "main listen address; every protocol is served on it")
 	fs.Var(listenFlag(c.Listen), "listen", "proto=addr: also serve one protocol at the root of its own address (repeatable), e.g. threads=127.0.0.1:3030")
 	fs.StringVar(&c.DataDir, "data-dir", "./data", "folder for the SQLite database")
@@ -253,138 +302,161 @@ func Parse(args []string, getenv func(string) string, usage io.Writer) (Config, 
 	fs.IntVar(&c.AG2Burst, "ag2-burst", 10, "AG2 chat.* client messages at once before --ag2-rate applies")
 	fs.BoolVar(&c.AG2LegacyTypes, "ag2-legacy-types", false, "AG2: also send the legacy un-namespaced duplicate of every chat.* frame, for old frontends")
 	fs.StringVar(&c.Prices, "prices", "", "YAML price table (USD per million prompt/completion tokens by model) for usage costs (default: built in)")
-
-	// Environment first, so flags given on the command line override it.
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := "AGENTWIRE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(name); v != "" {
-			if err := fs.Set(f.Name, v); err != nil && envErr == nil {
-				envErr = fmt.Errorf("%s=%q: %v", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return Config{}, envErr
-	}
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	c.APIKeys = getenv("AGENTWIRE_API_KEYS")
-	c.JWTSecret = getenv("AGENTWIRE_JWT_SECRET")
-	c.OpenAIAPIKey = getenv("OPENAI_API_KEY")
-	c.OpenAIBaseURL = getenv("OPENAI_BASE_URL")
-	c.AnthropicAPIKey = getenv("ANTHROPIC_API_KEY")
-	c.GeminiAPIKey = getenv("GEMINI_API_KEY")
-	if c.GeminiAPIKey == "" {
-		c.GeminiAPIKey = getenv("GOOGLE_API_KEY")
-	}
-	return c, c.validate()
 }
 
-func (c *Config) validate() error {
+// EnvName is the environment variable of flag: AGENTWIRE_ and the flag's
+// name in capitals, dashes as underscores.
+func EnvName(flag string) string {
+	return "AGENTWIRE_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// Environment holds the variables agentwire reads besides the flags'
+// AGENTWIRE_ ones, with what each is for (--help lists them).
+var Environment = [][2]string{
+	{"OPENAI_API_KEY", "an OpenAI key (or any OpenAI-compatible server's); selects the openai provider"},
+	{"OPENAI_BASE_URL", "an OpenAI-compatible server's URL (Ollama, vLLM, llama.cpp), e.g. http://127.0.0.1:11434/v1"},
+	{"ANTHROPIC_API_KEY", "an Anthropic key; selects the anthropic provider"},
+	{"GEMINI_API_KEY, GOOGLE_API_KEY", "a Gemini key; selects the gemini provider"},
+	{"AGENTWIRE_API_KEYS", "principal=key pairs, comma-separated, for --auth keys"},
+	{"AGENTWIRE_JWT_SECRET", "an HS256 secret for --auth jwt"},
+}
+
+// Flags are the names of every flag, sorted.
+func Flags() []string {
+	fs := flag.NewFlagSet("agentwire", flag.ContinueOnError)
+	defineFlags(fs, &Config{Listen: map[string]string{}})
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return names
+}
+
+// usageText prints --help: how to start agentwire, every flag with its
+// AGENTWIRE_ variable and default, and the other variables it reads.
+func usageText(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, "Usage: agentwire [flags]\n\n"+
+		"Runs the agentwire server. With no model key set it runs the offline scripted model\n"+
+		"(a --scenario file also selects it). Every flag can also be set with its environment\n"+
+		"variable; a flag on the command line wins.\n\nFlags:\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		fmt.Fprintf(w, "%s  (%s)\n    \t%s", line, EnvName(f.Name), strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %q)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+	fmt.Fprintf(w, "\nEnvironment (besides the flags' own):\n")
+	for _, v := range Environment {
+		fmt.Fprintf(w, "  %s\n    \t%s\n", v[0], v[1])
+	}
+}
+
+// validate checks c; n names a flag in its messages as the user set it
+// (--name, or the AGENTWIRE_ variable it came from).
+func (c *Config) validate(n func(flag string) string) error {
 	var errs []error
 	switch c.ApprovalPolicy {
 	case "suggest", "auto-edit", "full-auto", "read-only":
 	default:
-		errs = append(errs, fmt.Errorf("--approval-policy %q: want suggest, auto-edit, full-auto or read-only", c.ApprovalPolicy))
+		errs = append(errs, fmt.Errorf("%s %q: want suggest, auto-edit, full-auto or read-only", n("approval-policy"), c.ApprovalPolicy))
 	}
 	switch c.Sandbox {
 	case "auto", "require", "off":
 	default:
-		errs = append(errs, fmt.Errorf("--sandbox %q: want auto, require or off", c.Sandbox))
+		errs = append(errs, fmt.Errorf("%s %q: want auto, require or off", n("sandbox"), c.Sandbox))
 	}
 	switch c.SandboxNetwork {
 	case "off", "on":
 	default:
-		errs = append(errs, fmt.Errorf("--sandbox-network %q: want off or on", c.SandboxNetwork))
+		errs = append(errs, fmt.Errorf("%s %q: want off or on", n("sandbox-network"), c.SandboxNetwork))
 	}
 	switch c.LLM {
 	case "", "openai", "anthropic", "gemini", "scripted":
 	default:
-		errs = append(errs, fmt.Errorf("--llm %q: want openai, anthropic, gemini or scripted", c.LLM))
+		errs = append(errs, fmt.Errorf("%s %q: want openai, anthropic, gemini or scripted", n("llm"), c.LLM))
 	}
 	switch c.AgentchatBroadcast {
 	case "session", "all":
 	default:
-		errs = append(errs, fmt.Errorf("--agentchat-broadcast %q: want session or all", c.AgentchatBroadcast))
+		errs = append(errs, fmt.Errorf("%s %q: want session or all", n("agentchat-broadcast"), c.AgentchatBroadcast))
 	}
 	switch c.AgentchatStream {
 	case "message", "chunks":
 	default:
-		errs = append(errs, fmt.Errorf("--agentchat-stream %q: want message or chunks", c.AgentchatStream))
+		errs = append(errs, fmt.Errorf("%s %q: want message or chunks", n("agentchat-stream"), c.AgentchatStream))
 	}
 	switch c.CoalesceDeltas {
 	case "auto", "on", "off":
 	default:
-		errs = append(errs, fmt.Errorf("--coalesce-deltas %q: want auto, on or off", c.CoalesceDeltas))
+		errs = append(errs, fmt.Errorf("%s %q: want auto, on or off", n("coalesce-deltas"), c.CoalesceDeltas))
 	}
 	if _, err := c.LiveDeltaWindow(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		errs = append(errs, fmt.Errorf("--database-url: only postgres:// URLs are supported"))
+		errs = append(errs, fmt.Errorf("%s: only postgres:// URLs are supported", n("database-url")))
 	}
 	if c.CompactThreshold < 0 || c.CompactThreshold > 1 {
-		errs = append(errs, fmt.Errorf("--compact-threshold %v: want a share between 0 and 1, e.g. 0.8", c.CompactThreshold))
+		errs = append(errs, fmt.Errorf("%s %v: want a share between 0 and 1, e.g. 0.8", n("compact-threshold"), c.CompactThreshold))
 	}
 	if c.InputTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--input-timeout %v: want a duration, or 0 for no limit", c.InputTimeout))
+		errs = append(errs, fmt.Errorf("%s %v: want a duration, or 0 for no limit", n("input-timeout"), c.InputTimeout))
 	}
 	if c.AG2Rate < 0 || c.AG2Burst < 1 {
-		errs = append(errs, fmt.Errorf("--ag2-rate %v, --ag2-burst %d: want a rate of 0 (no limit) or more and a burst of 1 or more", c.AG2Rate, c.AG2Burst))
+		errs = append(errs, fmt.Errorf("%s %v, %s %d: want a rate of 0 (no limit) or more and a burst of 1 or more", n("ag2-rate"), c.AG2Rate, n("ag2-burst"), c.AG2Burst))
 	}
 	if c.ContextWindow < 0 {
-		errs = append(errs, fmt.Errorf("--context-window must not be negative"))
+		errs = append(errs, fmt.Errorf("%s must not be negative", n("context-window")))
 	}
 	if c.BusURL != "" && !strings.HasPrefix(c.BusURL, "nats://") && !strings.HasPrefix(c.BusURL, "tls://") {
-		errs = append(errs, fmt.Errorf("--bus-url: only nats:// (or tls://) URLs are supported"))
+		errs = append(errs, fmt.Errorf("%s: only nats:// (or tls://) URLs are supported", n("bus-url")))
 	}
 	if c.BusURL != "" && c.DatabaseURL == "" {
-		errs = append(errs, fmt.Errorf("--bus-url joins servers that share a database: set --database-url too (SQLite is one server's)"))
+		errs = append(errs, fmt.Errorf("%s joins servers that share a database: set %s too (SQLite is one server's)", n("bus-url"), n("database-url")))
 	}
 	if c.RunLease < time.Second {
-		errs = append(errs, fmt.Errorf("--run-lease must be at least 1s"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1s", n("run-lease")))
 	}
 	switch c.Auth {
 	case "none", "keys", "jwt":
 	default:
-		errs = append(errs, fmt.Errorf("--auth %q: want none, keys or jwt", c.Auth))
+		errs = append(errs, fmt.Errorf("%s %q: want none, keys or jwt", n("auth"), c.Auth))
 	}
 	if c.MaxConns < 1 || c.MaxConnsPerIP < 1 {
-		errs = append(errs, fmt.Errorf("--max-conns and --max-conns-per-ip must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s and %s must be at least 1", n("max-conns"), n("max-conns-per-ip")))
 	}
 	if c.BodyTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("--body-timeout must be at least 1s"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1s", n("body-timeout")))
 	}
 	for _, o := range c.AllowedOrigins {
 		if strings.Count(o, "*") > 1 || !strings.Contains(o, "://") {
-			errs = append(errs, fmt.Errorf("--allowed-origins %q: want scheme://host[:port], with at most one '*'", o))
+			errs = append(errs, fmt.Errorf("%s %q: want scheme://host[:port], with at most one '*'", n("allowed-origins"), o))
 		}
 	}
 	if c.RunRate < 0 || c.RunBurst < 1 {
-		errs = append(errs, fmt.Errorf("--run-rate must be 0 or more and --run-burst at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be 0 or more and %s at least 1", n("run-rate"), n("run-burst")))
 	}
 	if c.MaxSteps < 1 {
-		errs = append(errs, fmt.Errorf("--max-steps must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s must be at least 1", n("max-steps")))
 	}
 	if c.TotBranches < 1 || c.TotDepth < 1 || c.GraphParallel < 1 {
-		errs = append(errs, fmt.Errorf("--tot-branches, --tot-depth and --graph-parallel must be at least 1"))
+		errs = append(errs, fmt.Errorf("%s, %s and %s must be at least 1", n("tot-branches"), n("tot-depth"), n("graph-parallel")))
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("--addr %q: %v", c.Addr, err))
+		errs = append(errs, fmt.Errorf("%s %q: %v", n("addr"), c.Addr, err))
 	}
 	if c.DebugAddr != "" {
 		if _, _, err := net.SplitHostPort(c.DebugAddr); err != nil {
-			errs = append(errs, fmt.Errorf("--debug-addr %q: %v", c.DebugAddr, err))
+			errs = append(errs, fmt.Errorf("%s %q: %v", n("debug-addr"), c.DebugAddr, err))
 		}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-addr %q: %v", c.MetricsAddr, err))
+			errs = append(errs, fmt.Errorf("%s %q: %v", n("metrics-addr"), c.MetricsAddr, err))
 		}
 	}
 	return errors.Join(errs...)

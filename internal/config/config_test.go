@@ -2,6 +2,9 @@ package config
 
 import (
 	"io"
+	"os"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,12 +93,12 @@ func TestInvalid(t *testing.T) {
 	}{
 		{[]string{"--approval-policy", "yolo"}, env(), "--approval-policy"},
 		{[]string{"--sandbox", "bwrap"}, env(), "--sandbox"},
-		{nil, env("AGENTWIRE_SANDBOX", "danger-full-access"), "--sandbox"},
+		{nil, env("AGENTWIRE_SANDBOX", "danger-full-access"), "AGENTWIRE_SANDBOX"},
 		{[]string{"--sandbox-network", "yes"}, env(), "--sandbox-network"},
 		{[]string{"--llm", "gpt"}, env(), "--llm"},
 		{[]string{"--agentchat-stream", "tokens"}, env(), "--agentchat-stream"},
 		{[]string{"--coalesce-deltas", "yes"}, env(), "--coalesce-deltas"},
-		{nil, env("AGENTWIRE_AGENTCHAT_STREAM", "Chunks"), "--agentchat-stream"},
+		{nil, env("AGENTWIRE_AGENTCHAT_STREAM", "Chunks"), "AGENTWIRE_AGENTCHAT_STREAM"},
 		{[]string{"--compact-threshold", "1.5"}, env(), "--compact-threshold"},
 		{[]string{"--compact-threshold", "-0.1"}, env(), "--compact-threshold"},
 		{[]string{"--context-window", "-5"}, env(), "--context-window"},
@@ -113,4 +116,64 @@ func TestInvalid(t *testing.T) {
 		require.Error(t, err, "%v", tc.args)
 		assert.Contains(t, err.Error(), tc.want)
 	}
+}
+
+// TestHelpNamesEveryVariable: --help lists every flag with its AGENTWIRE_
+// variable, and the variables read besides them (the model keys).
+func TestHelpNamesEveryVariable(t *testing.T) {
+	var out strings.Builder
+	_, err := Parse([]string{"--help"}, func(string) string { return "" }, &out)
+	require.ErrorIs(t, err, ErrHelp)
+	for _, f := range Flags() {
+		assert.Contains(t, out.String(), "--"+f+" ", "--help lacks --%s", f)
+		assert.Contains(t, out.String(), EnvName(f), "--help lacks %s", EnvName(f))
+	}
+	for _, v := range []string{"OPENAI_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "AGENTWIRE_API_KEYS", "AGENTWIRE_JWT_SECRET"} {
+		assert.Contains(t, out.String(), v)
+	}
+}
+
+// TestReadmeListsEveryFlag compares the README's flag table with the
+// flags the server takes: every flag is documented there, and the table
+// names no flag that does not exist.
+func TestReadmeListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	documented := map[string]bool{}
+	cell := regexp.MustCompile("`--([a-z0-9-]+)")
+	for line := range strings.SplitSeq(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		first := strings.SplitN(line, "|", 3)[1]
+		for _, m := range cell.FindAllStringSubmatch(first, -1) {
+			documented[m[1]] = true
+		}
+	}
+	flags := Flags()
+	for _, f := range flags {
+		assert.True(t, documented[f], "README.md's flag table lacks --%s", f)
+	}
+	for f := range documented {
+		assert.Contains(t, flags, f, "README.md's flag table names --%s, which is no flag", f)
+	}
+}
+
+// TestInvalidVariableIsNamed: a bad value that came from the environment
+// is reported under its variable's name, one from the command line under
+// the flag's.
+func TestInvalidVariableIsNamed(t *testing.T) {
+	env := map[string]string{"AGENTWIRE_APPROVAL_POLICY": "yolo", "AGENTWIRE_MAX_STEPS": "0"}
+	_, err := Parse(nil, func(k string) string { return env[k] }, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `AGENTWIRE_APPROVAL_POLICY "yolo"`)
+	assert.Contains(t, err.Error(), "AGENTWIRE_MAX_STEPS must be at least 1")
+	_, err = Parse([]string{"--approval-policy", "nope"}, func(k string) string { return env[k] }, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `--approval-policy "nope"`, "the command line wins, and is named")
+	_, err = Parse(nil, func(k string) string {
+		return map[string]string{"AGENTWIRE_MAX_STEPS": "many"}[k]
+	}, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `AGENTWIRE_MAX_STEPS="many"`, "a value the flag cannot take")
 }
