@@ -38,9 +38,15 @@ Keep names, paths, commands, numbers and error messages exact. Do not invent any
 // maxResultChars caps each tool result as the summariser sees it.
 const maxResultChars = 4000
 
+// minSummarised is the least a compaction summarises, in tokens: a
+// summary with its four headed sections seldom takes fewer, so less is
+// not worth a model call.
+const minSummarised = 256
+
 // fitContext compacts the transcript before a model call when the call
 // would pass the threshold share of the context window. A compaction that
-// fails is not tried again in the run; the call goes ahead uncompacted.
+// fails, or whose summary would not be smaller, is not tried again in the
+// run; the call goes ahead uncompacted.
 func (r *run) fitContext(ctx context.Context, specs []llm.ToolSpec) {
 	t := r.a.cfg.CompactThreshold
 	if t <= 0 || r.compactFailed {
@@ -55,48 +61,79 @@ func (r *run) fitContext(ctx context.Context, specs []llm.ToolSpec) {
 		// conversation: a summary would not make room.
 		return
 	}
-	if _, err := r.compact(ctx, specs, tokens, compactThreshold); err != nil {
+	why, err := r.compact(ctx, specs, tokens, compactThreshold)
+	switch {
+	case err != nil:
 		r.compactFailed = true
 		r.log.Warn("context compaction failed; the call goes ahead with the whole conversation", "tokens", tokens, "err", err)
+	case why != "":
+		r.compactFailed = why != whyNothing && why != whyTooShort // a summary was thrown away
+		r.log.Info("the conversation was not compacted", "tokens", tokens, "why", why)
 	}
 }
 
-// compactRun is a whole run that only compacts (Spec.Compact).
+// compactRun is a whole run that only compacts (Spec.Compact). When it
+// compacts nothing its end says why: run.completed with reason
+// nothing_to_compact and the reason in words as its reply.
 func (r *run) compactRun(ctx context.Context) {
 	specs := r.toolSpecs()
-	did, err := r.compact(ctx, specs, r.contextTokens(specs), compactManual)
+	why, err := r.compact(ctx, specs, r.contextTokens(specs), compactManual)
 	switch {
 	case err != nil:
 		r.end(ctx, fmt.Errorf("compaction failed: %w", err), event.CodeModelError)
-	case !did:
-		r.emit(event.RunCompleted{Reason: "nothing_to_compact"})
+	case why != "":
+		r.log.Info("the conversation was not compacted", "why", why)
+		r.emit(event.RunCompleted{Reason: "nothing_to_compact", Reply: why})
 	default:
 		r.emit(event.RunCompleted{Reason: "compacted"})
 	}
 }
 
+// Why a compaction compacted nothing.
+const (
+	whyNothing  = "There is nothing to compact: the conversation is empty or already a summary."
+	whyTooShort = "There is nothing to compact yet: the conversation is too short for a summary to make it smaller."
+)
+
 // compact replaces the older part of r.msgs with the model's summary of it
-// and records context.compacted. It reports false when there is nothing
-// to summarise.
-func (r *run) compact(ctx context.Context, specs []llm.ToolSpec, oldTokens int, strategy string) (bool, error) {
+// and records context.compacted, whose counts go from oldTokens (the
+// call's size as r.contextTokens counts it) to the same count of the
+// compacted call. It compacts nothing, and says why, when there is
+// nothing to summarise, when what it would summarise is too short to gain
+// (without asking the model), or when the summary is not smaller than
+// what it would replace (the summary is thrown away).
+func (r *run) compact(ctx context.Context, specs []llm.ToolSpec, oldTokens int, strategy string) (why string, err error) {
 	tok := r.tokenizer()
 	k := splitForSummary(r.msgs, r.keepBudget(), tok)
 	if k == 0 || k == 1 && isSummary(r.msgs[0]) {
-		return false, nil
+		return whyNothing, nil
+	}
+	replaced := messagesTokens(r.msgs[:k], tok)
+	if replaced < minSummarised {
+		return whyTooShort, nil
 	}
 	summary, err := r.summarise(ctx, r.msgs[:k])
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	msgs := append([]llm.Message{summaryMessage(summary)}, r.msgs[k:]...)
-	newTokens := requestOverhead(r.system, specs, tok) + messagesTokens(msgs, tok)
+	if n := messageTokens(msgs[0], tok); n >= replaced {
+		return fmt.Sprintf("Nothing was compacted: the summary (%d tokens) is not smaller than the part of the conversation it would replace (%d tokens).", n, replaced), nil
+	}
+	// Both counts count the same things: the estimates of the call before
+	// and after (system prompt, tools and messages) set the new count's
+	// share of the old one, which may be the provider's (a server that
+	// leaves cached tokens out reports less than the whole prompt).
+	overhead := requestOverhead(r.system, specs, tok)
+	before, after := overhead+messagesTokens(r.msgs, tok), overhead+messagesTokens(msgs, tok)
+	newTokens := int(int64(max(oldTokens, 0)) * int64(after) / int64(before))
 	r.emit(event.ContextCompacted{OldTokens: oldTokens, NewTokens: newTokens, Strategy: strategy,
 		Summary: summary, KeptMessages: len(r.msgs) - k})
 	r.log.Info("compacted the conversation", "strategy", strategy, "old_tokens", oldTokens, "new_tokens", newTokens,
 		"summarised", k, "kept", len(r.msgs)-k)
 	r.msgs = msgs
 	r.calib = calibration{tokens: newTokens, len: len(msgs), ok: true}
-	return true, nil
+	return "", nil
 }
 
 // keepBudget is how many tokens of the most recent messages a compaction

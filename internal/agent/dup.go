@@ -30,6 +30,19 @@ This is your plan:
 %s
 Carry out the plan with the tools, adapting it to what you observe, then give the user your final answer.`
 
+// understandSchema is the structure of the understand step's answer.
+var understandSchema = schema("understanding", `{"type": "object",
+	"properties": {
+		"core_goal": {"type": "string", "description": "the one thing the user wants, in a sentence"},
+		"key_constraints": {"type": "array", "items": {"type": "string"}, "description": "each requirement or limit the answer must respect"},
+		"relevant_context": {"type": "string", "description": "what in the conversation or the working folder matters for it"}
+	},
+	"required": ["core_goal", "key_constraints", "relevant_context"],
+	"additionalProperties": false}`)
+
+// maxFallbackChars caps the model's prose where a step's fallback uses it.
+const maxFallbackChars = 2000
+
 // understanding is what dup's understand step yields.
 type understanding struct {
 	CoreGoal        string   `json:"core_goal"`
@@ -85,19 +98,33 @@ func (u understanding) String() string {
 // holds both, with an "observe" node after each round of tools.
 func dup(ctx context.Context, r *run) {
 	var u understanding
-	if err := r.decide(ctx, "understand", understandInstruction, r.msgs, func(text string) error {
-		return parseUnderstanding(text, &u)
+	if err := r.decide(ctx, r.msgs, step{node: "understand", instruction: understandInstruction, schema: understandSchema,
+		parse: func(text string) error { return parseUnderstanding(text, &u) },
+		fallback: func(text string) string {
+			if text == "" {
+				u = understanding{CoreGoal: clip(r.lastUserText(), maxFallbackChars)}
+				return "the user's message stands for the understanding"
+			}
+			u = understanding{CoreGoal: clip(text, maxFallbackChars)}
+			return "its own words stand for the understanding"
+		},
 	}); err != nil {
 		r.fail(ctx, err)
 		return
 	}
 	var plan string
-	if err := r.decide(ctx, "plan", fmt.Sprintf(planInstruction, u), r.msgs, func(text string) error {
-		plan = strings.TrimSpace(text)
-		if plan == "" {
-			return invalid("the plan is empty")
-		}
-		return nil
+	if err := r.decide(ctx, r.msgs, step{node: "plan", instruction: fmt.Sprintf(planInstruction, u),
+		parse: func(text string) error {
+			plan = strings.TrimSpace(text)
+			if plan == "" {
+				return invalid("the plan is empty")
+			}
+			return nil
+		},
+		fallback: func(string) string {
+			plan = "1. Achieve the core goal, using the tools as needed, and give the user the final answer."
+			return "the plan is the whole task in one step"
+		},
 	}); err != nil {
 		r.fail(ctx, err)
 		return

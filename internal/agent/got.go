@@ -35,8 +35,30 @@ const assessInstruction = `Strategy step: assess.
 The user's request is being worked on as a graph of sub-tasks.
 Sub-task to assess: %s
 If it is complex enough to be worth splitting, split it into %d to %d smaller sub-tasks (deps name sibling sub-tasks only, without cycles). Otherwise keep it whole.
-Reply with only a JSON object, and nothing else: {"expand": false} to keep it whole, or
+Reply with only a JSON object, and nothing else: {"expand": false, "nodes": []} to keep it whole, or
 {"expand": true, "nodes": [{"id": "short_id", "task": "what to do", "deps": []}]}`
+
+// nodesSchema is the JSON Schema of a list of lo to hi sub-tasks.
+func nodesSchema(lo, hi int) string {
+	return fmt.Sprintf(`{"type": "array", "minItems": %d, "maxItems": %d, "items": {"type": "object",
+		"properties": {
+			"id": {"type": "string", "description": "a short id: letters, digits, - or _"},
+			"task": {"type": "string", "description": "what to do, in a sentence"},
+			"deps": {"type": "array", "items": {"type": "string"}, "description": "ids of the sub-tasks it needs"}
+		},
+		"required": ["id", "task", "deps"], "additionalProperties": false}}`, lo, hi)
+}
+
+// planSchema is the structure of got's plan.
+var planSchema = schema("plan", `{"type": "object", "properties": {"nodes": `+nodesSchema(minPlanNodes, maxPlanNodes)+`},
+	"required": ["nodes"], "additionalProperties": false}`)
+
+// assessSchema is the structure of an assessment that may split a node
+// into lo to hi sub-nodes (an empty list keeps it whole).
+func assessSchema(hi int) *llm.Schema {
+	return schema("assessment", `{"type": "object", "properties": {"expand": {"type": "boolean"}, "nodes": `+nodesSchema(0, hi)+`},
+	"required": ["expand", "nodes"], "additionalProperties": false}`)
+}
 
 // subtaskInstruction is the system instruction of a sub-task's ReAct
 // loop: its id and task, then the results it depends on.
@@ -181,15 +203,25 @@ func gotAdaptive(ctx context.Context, r *run) { r.graph(ctx, true) }
 // The model's last call answers the user from the results.
 func (r *run) graph(ctx context.Context, adaptive bool) {
 	var plan []planNode
-	if err := r.decide(ctx, "plan", fmt.Sprintf(graphPlanInstruction, minPlanNodes, maxPlanNodes), r.msgs, func(text string) (err error) {
-		plan, err = parseGraph(text, minPlanNodes, maxPlanNodes)
-		for _, n := range plan {
-			if err == nil && strings.Contains(n.ID, ".") {
-				// "." joins a node's id to its sub-nodes'.
-				err = invalid("the id %q has a \".\"; use letters, digits, \"-\" or \"_\"", n.ID)
+	if err := r.decide(ctx, r.msgs, step{node: "plan", instruction: fmt.Sprintf(graphPlanInstruction, minPlanNodes, maxPlanNodes), schema: planSchema,
+		parse: func(text string) (err error) {
+			plan, err = parseGraph(text, minPlanNodes, maxPlanNodes)
+			for _, n := range plan {
+				if err == nil && strings.Contains(n.ID, ".") {
+					// "." joins a node's id to its sub-nodes'.
+					err = invalid("the id %q has a \".\"; use letters, digits, \"-\" or \"_\"", n.ID)
+				}
 			}
-		}
-		return err
+			return err
+		},
+		fallback: func(string) string {
+			task := clip(r.lastUserText(), maxFallbackChars)
+			if task == "" {
+				task = "Answer the user's last message."
+			}
+			plan = []planNode{{ID: "task", Task: task}}
+			return "the plan is one sub-task: the whole request"
+		},
 	}); err != nil {
 		r.fail(ctx, err)
 		return
@@ -374,26 +406,33 @@ func (r *run) nodeFailed(ctx context.Context, o outcome, err error) outcome {
 }
 
 // assess asks whether a node should be split, into at most room
-// sub-nodes; nil keeps it whole.
+// sub-nodes; nil keeps it whole, as does an assessment that cannot be
+// used.
 func (r *run) assess(ctx context.Context, id, task string, room int) ([]planNode, error) {
 	var sub []planNode
-	err := r.decide(ctx, "assess", fmt.Sprintf(assessInstruction, id+": "+task, minExpandNodes, room), r.msgs, func(text string) error {
-		var out struct {
-			Expand *bool `json:"expand"`
-		}
-		if err := decodeJSON(text, &out); err != nil {
+	err := r.decide(ctx, r.msgs, step{node: "assess", instruction: fmt.Sprintf(assessInstruction, id+": "+task, minExpandNodes, room), schema: assessSchema(room),
+		parse: func(text string) error {
+			var out struct {
+				Expand *bool `json:"expand"`
+			}
+			if err := decodeJSON(text, &out); err != nil {
+				return err
+			}
+			if out.Expand == nil {
+				return invalid(`"expand" is missing: say true or false`)
+			}
+			if !*out.Expand {
+				sub = nil
+				return nil
+			}
+			var err error
+			sub, err = parseGraph(text, minExpandNodes, room)
 			return err
-		}
-		if out.Expand == nil {
-			return invalid(`"expand" is missing: say true or false`)
-		}
-		if !*out.Expand {
+		},
+		fallback: func(string) string {
 			sub = nil
-			return nil
-		}
-		var err error
-		sub, err = parseGraph(text, minExpandNodes, room)
-		return err
+			return "sub-task " + id + " runs as planned, unsplit"
+		},
 	})
 	return sub, err
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -362,22 +363,52 @@ func (g *groupChat) auto(ctx context.Context, last int) (int, string, error) {
 	}
 	b.WriteString("\nRead the conversation and answer with the name of the one agent who should speak next, and nothing else. Answer DONE when the user's request has been dealt with and it is the user's turn.")
 	msgs := []llm.Message{{Role: llm.RoleUser, Content: g.question(last)}}
+	first := ""
 	for attempt := 0; attempt < 2; attempt++ {
-		text, err := g.quiet(ctx, llm.Request{System: b.String(), Messages: msgs})
+		text, err := g.quiet(ctx, llm.Request{System: b.String(), Messages: msgs, Structured: g.speakerSchema()})
 		if err != nil {
 			r.emit(event.NodeExited{Node: "select", Error: err.Error()})
 			return 0, "", fmt.Errorf("speaker selection: %w", err)
 		}
-		if idx, ok := g.pick(text, false); ok {
+		if idx, ok := g.read(text); ok {
 			r.emit(event.NodeExited{Node: "select"})
 			return idx, event.SelectionAuto, nil
 		}
 		r.log.Info("the speaker selector named no agent", "answer", text, "attempt", attempt+1)
+		if attempt == 0 {
+			first = text
+		}
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: text},
 			llm.Message{Role: llm.RoleUser, Content: fmt.Sprintf("%q is not one of the names. Answer with exactly one of: %s, or DONE.", truncateText(text, 200), strings.Join(g.wf.Names(), ", "))})
 	}
+	next := (last + 1) % len(g.members)
 	r.emit(event.NodeExited{Node: "select", Error: "no agent named; the next agent in order speaks"})
-	return (last + 1) % len(g.members), event.SelectionFallback, nil
+	r.note(fmt.Sprintf("The speaker selector's answer named no agent of the workflow, even after a retry (%q), so %s speaks next, as the agents' order says.",
+		truncateText(strings.TrimSpace(first), 200), g.members[next].Name))
+	return next, event.SelectionFallback, nil
+}
+
+// speakerSchema is the structure of the selector's answer: one of the
+// agents' names, or DONE.
+func (g *groupChat) speakerSchema() *llm.Schema {
+	names, _ := json.Marshal(append(g.wf.Names(), "DONE"))
+	return schema("next_speaker", `{"type": "object", "properties": {"speaker": {"type": "string", "enum": `+string(names)+`,
+		"description": "the agent who speaks next, or DONE to hand the chat back to the user"}},
+	"required": ["speaker"], "additionalProperties": false}`)
+}
+
+// read reads the selector's answer: the speaker of a JSON answer, else
+// the answer as words (pick).
+func (g *groupChat) read(answer string) (int, bool) {
+	var out struct {
+		Speaker string `json:"speaker"`
+	}
+	if decodeJSON(answer, &out) == nil && strings.TrimSpace(out.Speaker) != "" {
+		if idx, ok := g.pick(out.Speaker, false); ok {
+			return idx, true
+		}
+	}
+	return g.pick(answer, false)
 }
 
 // question is the selector's user message: the conversation so far (its

@@ -256,6 +256,23 @@ func TestGroupAutoFallsBack(t *testing.T) {
 	assert.Equal(t, event.ReasonCompleted, only[event.RunCompleted](t, evs).Reason)
 	exits := payloads[event.NodeExited](evs)
 	assert.Contains(t, exits, event.NodeExited{Node: "select", Error: "no agent named; the next agent in order speaks"})
+	assert.Equal(t, []string{`The speaker selector's answer named no agent of the workflow, even after a retry ("nobody knows"), so planner speaks next, as the agents' order says.`},
+		systemNotes(evs), "people are told")
+	reqs := e.model.requests()
+	require.NotEmpty(t, reqs)
+	require.NotNil(t, reqs[0].Structured, "the selector asks for structure")
+	assert.JSONEq(t, `{"type": "object", "properties": {"speaker": {"type": "string", "enum": ["planner", "coder", "reviewer", "DONE"],
+		"description": "the agent who speaks next, or DONE to hand the chat back to the user"}},
+		"required": ["speaker"], "additionalProperties": false}`, string(reqs[0].Structured.JSON))
+}
+
+// A selector that answers in JSON is read as such.
+func TestGroupAutoReadsJSON(t *testing.T) {
+	e := newEnv(t, "group")
+	wf := team(t, "speaker_selection: auto\ntermination: {after: coder}")
+	evs := e.wait(e.startGroup(e.agent(agent.Config{}), wf, "pick in json", false, nil))
+	checkIDs(t, evs)
+	assert.Equal(t, []string{"coder/auto"}, speakers(evs))
 }
 
 func TestGroupManual(t *testing.T) {

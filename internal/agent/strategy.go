@@ -1,11 +1,6 @@
 package agent
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
@@ -13,62 +8,9 @@ import (
 	"github.com/agentwire/agentwire/internal/llm"
 )
 
-// What the strategies other than react share: structured side calls with
-// one retry, call ids unique within a run, and forks of a run for got's
-// sub-tasks, whose events a stage keeps in one piece per node.
-
-// badOutput is a model answer a strategy could not use: not the JSON it
-// asked for, or JSON that breaks its rules (a cyclic plan, a score out of
-// range).
-type badOutput struct{ err error }
-
-func (b *badOutput) Error() string { return b.err.Error() }
-func (b *badOutput) Unwrap() error { return b.err }
-
-// invalid returns a badOutput error.
-func invalid(format string, args ...any) error { return &badOutput{fmt.Errorf(format, args...)} }
-
-// decide makes a structured side call in node: the model gets the run's
-// system prompt followed by instruction, and msgs; its answer (a message
-// with purpose "strategy") goes to parse. An answer parse rejects is shown
-// to the model with the reason, once; a second bad answer fails. Each
-// attempt is a node span of its own, whose exit carries the error. The
-// error returned is a *failure with code model_error.
-func (r *run) decide(ctx context.Context, node, instruction string, msgs []llm.Message, parse func(text string) error) error {
-	req := llm.Request{System: r.withInstruction(instruction), Messages: msgs}
-	for attempt := 1; ; attempt++ {
-		r.emit(event.NodeEntered{Node: node})
-		turn, err := r.stream(ctx, req, event.PurposeStrategy)
-		if err == nil {
-			err = parse(turn.Content)
-			if err != nil && !errors.As(err, new(*badOutput)) {
-				err = &badOutput{err}
-			}
-		}
-		exit := event.NodeExited{Node: node}
-		if err != nil {
-			exit.Error = err.Error()
-		}
-		r.emit(exit)
-		var bad *badOutput
-		switch {
-		case err == nil:
-			return nil
-		case !errors.As(err, &bad):
-			return &failure{event.CodeModelError, fmt.Errorf("model error: %w", err)}
-		case attempt == 2:
-			return &failure{event.CodeModelError, fmt.Errorf("the model's answer to the %s step could not be used, even after a retry: %w", node, err)}
-		}
-		r.log.Info("retrying a strategy step after an unusable answer", "node", node, "err", err)
-		req.Messages = append(slices.Clone(req.Messages),
-			llm.Message{Role: llm.RoleAssistant, Content: turn.Content},
-			llm.Message{Role: llm.RoleUser, Content: retryPrefix + err.Error() + "\n\nAnswer again, following the instructions exactly: reply with only the JSON object they describe."})
-	}
-}
-
-// retryPrefix opens the message that shows the model why its answer to a
-// strategy step could not be used.
-const retryPrefix = "Your answer could not be used: "
+// What the strategies other than react share: structured side calls
+// (structured.go), call ids unique within a run, and forks of a run for
+// got's sub-tasks, whose events a stage keeps in one piece per node.
 
 // withInstruction is the run's system prompt followed by a strategy
 // step's instruction.
@@ -77,20 +19,6 @@ func (r *run) withInstruction(instruction string) string {
 		return instruction
 	}
 	return r.system + "\n\n" + instruction
-}
-
-// decodeJSON decodes the JSON object in a model's answer into v. Models
-// wrap JSON in prose or code fences: the object is taken from the first
-// "{" to the last "}".
-func decodeJSON(text string, v any) error {
-	i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}')
-	if i < 0 || j < i {
-		return invalid("the answer holds no JSON object")
-	}
-	if err := json.Unmarshal([]byte(text[i:j+1]), v); err != nil {
-		return invalid("the answer is not the JSON object asked for: %v", err)
-	}
-	return nil
 }
 
 // memory is a thread's approve-always keys, as a run knows them.

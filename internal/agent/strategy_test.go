@@ -169,19 +169,43 @@ func TestDupRetriesAnUnusableUnderstandingOnce(t *testing.T) {
 	assert.Equal(t, []llm.Message{{Role: llm.RoleUser, Content: "dup retried"}}, reqs[2].Messages, "the retry is not part of the conversation")
 }
 
-func TestDupFailsAfterTwoUnusableAnswers(t *testing.T) {
+// Two answers that cannot be used do not end the run: the model's own
+// words stand for the understanding, and a system message says so.
+func TestDupFallsBackAfterTwoUnusableAnswers(t *testing.T) {
 	leaktest.Check(t, "agentwire/agentwire/internal")
 	e := newEnv(t, "strategies")
 	evs := e.runWith(e.agent(agent.Config{}), "dup", "dup never")
+	bad := []string{"node.entered understand", "message.started assistant strategy", "message.completed assistant strategy", "usage strategy", "node.exited understand error"}
 	assert.Equal(t, seq(
-		[]string{"run.started dup"},
-		[]string{"node.entered understand", "message.started assistant strategy", "message.completed assistant strategy", "usage strategy", "node.exited understand error"},
-		[]string{"node.entered understand", "message.started assistant strategy", "message.completed assistant strategy", "usage strategy", "node.exited understand error"},
-		[]string{"run.failed model_error"},
+		[]string{"run.started dup"}, bad, bad,
+		[]string{"message.started system", "message.completed system"},
+		think("plan", "strategy"),
+		think("think", ""),
+		[]string{"run.completed final_answer"},
 	), outline(evs))
-	f := only[event.RunFailed](t, evs)
-	assert.Equal(t, "the model's answer to the understand step could not be used, even after a retry: the answer holds no JSON object", f.Message)
-	assert.Len(t, e.model.requests(), 2)
+	assert.Equal(t, "The model's answer to the understand step could not be used, even after a retry (the answer holds no JSON object), so its own words stand for the understanding.",
+		systemNotes(evs)[0])
+	assert.Equal(t, "Understood anyway.", only[event.RunCompleted](t, evs).Reply)
+	reqs := e.model.requests()
+	require.Len(t, reqs, 4)
+	assert.Contains(t, reqs[2].System, "Core goal: I would rather not answer in JSON.", "the first answer stands for the understanding")
+	assert.Contains(t, reqs[3].System, "Core goal: I would rather not answer in JSON.")
+
+	hist, err := e.store.History(t.Context(), e.thread)
+	require.NoError(t, err)
+	assert.Equal(t, []llm.Message{{Role: llm.RoleUser, Content: "dup never"}, {Role: llm.RoleAssistant, Content: "Understood anyway."}},
+		agent.Transcript(hist), "the note is not part of the model's history")
+}
+
+// systemNotes returns the texts of the system messages among evs.
+func systemNotes(evs []event.Event) []string {
+	var out []string
+	for _, p := range payloads[event.MessageCompleted](evs) {
+		if p.Role == event.RoleSystem {
+			out = append(out, p.Text)
+		}
+	}
+	return out
 }
 
 func TestTotBacktracksToTheNextCandidate(t *testing.T) {
@@ -234,18 +258,19 @@ func TestTotFailsWhenEveryCandidateFails(t *testing.T) {
 	assert.Contains(t, only[event.RunFailed](t, evs).Message, "every candidate thought failed")
 }
 
-func TestTotRetriesScoresOutOfRangeThenFails(t *testing.T) {
+func TestTotScoresOutOfRangeFallBackToTheOrderProposed(t *testing.T) {
 	leaktest.Check(t, "agentwire/agentwire/internal")
 	e := newEnv(t, "strategies")
 	evs := e.runWith(e.agent(agent.Config{}), "tot", "tot scores")
 	out := outline(evs)
 	assert.Equal(t, []string{"node.exited evaluate error", "node.entered evaluate"}, out[11:13])
-	assert.Equal(t, []string{"node.exited evaluate error", "run.failed model_error"}, out[len(out)-2:])
 	exits := payloads[event.NodeExited](evs)
 	assert.Equal(t, "score 1 is 1.5, out of the range 0 to 1", exits[1].Error)
-	assert.Equal(t, "the model's answer to the evaluate step could not be used, even after a retry: score 1 is 7, out of the range 0 to 1",
-		only[event.RunFailed](t, evs).Message)
-	assert.Empty(t, payloads[event.TotEvaluated](evs))
+	assert.Equal(t, "score 1 is 7, out of the range 0 to 1", exits[2].Error)
+	assert.Equal(t, []string{"The model's answer to the evaluate step could not be used, even after a retry (score 1 is 7, out of the range 0 to 1), so the candidates are tried in the order they were proposed."},
+		systemNotes(evs))
+	assert.Equal(t, event.TotEvaluated{Chosen: 0, Scores: []float64{0.5, 0.5}}, only[event.TotEvaluated](t, evs))
+	assert.Equal(t, "Answered first, as proposed.", only[event.RunCompleted](t, evs).Reply)
 }
 
 func TestTotConcludesAtItsDepth(t *testing.T) {
@@ -407,7 +432,7 @@ func TestGotValidatesThePlan(t *testing.T) {
 	for _, tc := range []struct {
 		msg, firstErr, end string
 	}{
-		{"got cycle", "the dependencies form a cycle: a → b → a", "run.failed model_error"},
+		{"got cycle", "the dependencies form a cycle: a → b → a", "run.completed final_answer"},
 		{"got unknown", `sub-task "a" depends on "nowhere", which is not in the plan`, "run.completed final_answer"},
 		{"got dotted", `the id "1.1" has a "."; use letters, digits, "-" or "_"`, "run.completed final_answer"},
 	} {
@@ -421,11 +446,13 @@ func TestGotValidatesThePlan(t *testing.T) {
 			assert.Contains(t, e.model.requests()[1].Messages[2].Content, tc.firstErr, "the retry shows the model why")
 		})
 	}
+	// Two cyclic plans: the plan is one node, the whole request.
 	e := newEnv(t, "strategies")
 	evs := e.runWith(e.agent(agent.Config{}), "got", "got cycle")
-	assert.Equal(t, "the model's answer to the plan step could not be used, even after a retry: the dependencies form a cycle: a → c → b → a",
-		only[event.RunFailed](t, evs).Message)
-	assert.Empty(t, payloads[event.GotPlanned](evs))
+	assert.Equal(t, []string{"The model's answer to the plan step could not be used, even after a retry (the dependencies form a cycle: a → c → b → a), so the plan is one sub-task: the whole request."},
+		systemNotes(evs))
+	assert.Equal(t, event.GotPlanned{NodeIDs: []string{"task"}, Tasks: []string{"got cycle"}}, only[event.GotPlanned](t, evs))
+	assert.Equal(t, "Did it in one piece.", only[event.RunCompleted](t, evs).Reply)
 }
 
 // gate is a model that holds sub-task calls until width of them have

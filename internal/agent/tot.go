@@ -106,27 +106,57 @@ func tot(ctx context.Context, r *run) {
 	}
 }
 
-// expand proposes and scores the candidates of depth on r.msgs.
+// expandSchema is the structure of the expand step's answer: 1 to n
+// candidates.
+func expandSchema(n int) *llm.Schema {
+	return schema("candidates", fmt.Sprintf(`{"type": "object",
+	"properties": {"candidates": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": %d,
+		"description": "candidate next steps, each one short sentence"}},
+	"required": ["candidates"], "additionalProperties": false}`, n))
+}
+
+// evaluateSchema is the structure of the evaluate step's answer: n
+// scores from 0 to 1.
+func evaluateSchema(n int) *llm.Schema {
+	return schema("scores", fmt.Sprintf(`{"type": "object",
+	"properties": {"scores": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": %[1]d, "maxItems": %[1]d,
+		"description": "one score per candidate, in their order"}},
+	"required": ["scores"], "additionalProperties": false}`, n))
+}
+
+// expand proposes and scores the candidates of depth on r.msgs. Without
+// usable candidates the model's own words are the one candidate; without
+// usable scores the candidates are taken in the order proposed.
 func (r *run) expand(ctx context.Context, depth int) (*level, error) {
 	n := r.a.cfg.TotBranches
 	var cands []string
-	if err := r.decide(ctx, "expand", fmt.Sprintf(expandInstruction, n), r.msgs, func(text string) error {
-		var out struct {
-			Candidates []string `json:"candidates"`
-		}
-		if err := decodeJSON(text, &out); err != nil {
-			return err
-		}
-		if len(out.Candidates) == 0 || len(out.Candidates) > n {
-			return invalid("give between 1 and %d candidates, not %d", n, len(out.Candidates))
-		}
-		for i, c := range out.Candidates {
-			if strings.TrimSpace(c) == "" {
-				return invalid("candidate %d is empty", i+1)
+	if err := r.decide(ctx, r.msgs, step{node: "expand", instruction: fmt.Sprintf(expandInstruction, n), schema: expandSchema(n),
+		parse: func(text string) error {
+			var out struct {
+				Candidates []string `json:"candidates"`
 			}
-		}
-		cands = out.Candidates
-		return nil
+			if err := decodeJSON(text, &out); err != nil {
+				return err
+			}
+			if len(out.Candidates) == 0 || len(out.Candidates) > n {
+				return invalid("give between 1 and %d candidates, not %d", n, len(out.Candidates))
+			}
+			for i, c := range out.Candidates {
+				if strings.TrimSpace(c) == "" {
+					return invalid("candidate %d is empty", i+1)
+				}
+			}
+			cands = out.Candidates
+			return nil
+		},
+		fallback: func(text string) string {
+			if text == "" {
+				cands = []string{"Answer the user's last message now."}
+				return "the one candidate is to answer now"
+			}
+			cands = []string{clip(text, maxFallbackChars)}
+			return "its own words are the one candidate"
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -137,23 +167,33 @@ func (r *run) expand(ctx context.Context, depth int) (*level, error) {
 		fmt.Fprintf(&list, "%d. %s\n", i+1, c)
 	}
 	var scores []float64
-	if err := r.decide(ctx, "evaluate", fmt.Sprintf(evaluateInstruction, list.String()), r.msgs, func(text string) error {
-		var out struct {
-			Scores []float64 `json:"scores"`
-		}
-		if err := decodeJSON(text, &out); err != nil {
-			return err
-		}
-		if len(out.Scores) != len(cands) {
-			return invalid("give %d scores, one per candidate, not %d", len(cands), len(out.Scores))
-		}
-		for i, s := range out.Scores {
-			if math.IsNaN(s) || s < 0 || s > 1 {
-				return invalid("score %d is %v, out of the range 0 to 1", i+1, s)
+	if err := r.decide(ctx, r.msgs, step{node: "evaluate", instruction: fmt.Sprintf(evaluateInstruction, list.String()), schema: evaluateSchema(len(cands)),
+		parse: func(text string) error {
+			var out struct {
+				Scores []float64 `json:"scores"`
 			}
-		}
-		scores = out.Scores
-		return nil
+			if err := decodeJSON(text, &out); err != nil {
+				return err
+			}
+			if len(out.Scores) != len(cands) {
+				return invalid("give %d scores, one per candidate, not %d", len(cands), len(out.Scores))
+			}
+			for i, s := range out.Scores {
+				if math.IsNaN(s) || s < 0 || s > 1 {
+					return invalid("score %d is %v, out of the range 0 to 1", i+1, s)
+				}
+			}
+			scores = out.Scores
+			return nil
+		},
+		fallback: func(string) string {
+			// Equal scores: the stable sort keeps the order proposed.
+			scores = make([]float64, len(cands))
+			for i := range scores {
+				scores[i] = 0.5
+			}
+			return "the candidates are tried in the order they were proposed"
+		},
 	}); err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,6 +32,41 @@ type Request struct {
 	Tools    []ToolSpec
 	// MaxTokens caps the reply; zero leaves the provider's default.
 	MaxTokens int
+	// Structured, when set, asks for the reply's text to be one JSON
+	// object matching a schema, the strongest way the provider offers:
+	// OpenAI's response_format (json_schema), Anthropic's forced use of a
+	// tool whose input is the object (streamed back as text, not as a
+	// tool call), Gemini's responseSchema. Providers with no such means
+	// ignore it (the scripted model). The model may still answer
+	// otherwise (a server that ignores the request, a model that does not
+	// follow it): the caller checks the answer. A request with Structured
+	// normally offers no Tools.
+	Structured *Schema
+}
+
+// Schema is the structure a Request asks its answer to have.
+type Schema struct {
+	// Name names the structure: letters, digits, "_" and "-", at most 64
+	// (the rules of OpenAI's json_schema name and Anthropic's tool names).
+	Name string
+	// Description says what the answer is for; optional.
+	Description string
+	// JSON is the JSON Schema of the answer, an object schema. Keep to the
+	// keywords every provider knows: type, properties, required,
+	// additionalProperties, items, enum, description, minItems, maxItems,
+	// minimum and maximum.
+	JSON json.RawMessage
+}
+
+// Instruction is the schema as words for the system prompt, for a
+// provider or server that cannot be asked for it any other way.
+func (s *Schema) Instruction() string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, s.JSON); err != nil {
+		b.Reset()
+		b.Write(s.JSON)
+	}
+	return "Reply with only a JSON object that matches this JSON Schema, and nothing else (no prose, no code fence):\n" + b.String()
 }
 
 // Role is the author of a Message.

@@ -124,6 +124,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 		stream := m.client.Messages.NewStreaming(ctx, params)
 		defer stream.Close()
 		t := turn{yield: yield, log: m.log}
+		if req.Structured != nil {
+			t.structured = req.Structured.Name
+		}
 		for stream.Next() {
 			if !t.event(ctx, stream.Current()) {
 				return

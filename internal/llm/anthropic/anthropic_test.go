@@ -333,3 +333,32 @@ func FuzzErrorBody(f *testing.F) {
 		}
 	})
 }
+
+var verdict = &llm.Schema{Name: "verdict", JSON: json.RawMessage(`{"type":"object","properties":{"done":{"type":"boolean"}},"required":["done"],"additionalProperties":false}`)}
+
+// A structured request forces a tool whose input is the answer; that
+// input streams back as text, and thinking is off for the call.
+func TestStructuredForcedTool(t *testing.T) {
+	events := []string{messageStart(40)}
+	events = append(events, toolBlock(0, "toolu_9", "verdict", `{"done": true}`, 4)...)
+	events = append(events, messageEnd("tool_use", 7)...)
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: events})
+	m := newModel(t, srv, Config{ThinkingBudget: 2048})
+	req := llm.Request{System: "Judge.", Messages: hello.Messages, Structured: verdict}
+	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), req))
+	require.NoError(t, err)
+	llmtest.CheckStream(t, chunks)
+	turn := llmtest.Assemble(chunks)
+	assert.Equal(t, `{"done": true}`, turn.Text)
+	assert.Empty(t, turn.Calls, "the answer's tool is not a call")
+	assert.Equal(t, llm.FinishStop, turn.Finish)
+
+	body := srv.Requests()[0].JSON(t)
+	assert.Equal(t, map[string]any{"type": "tool", "name": "verdict"}, body["tool_choice"])
+	assert.Equal(t, []any{map[string]any{
+		"name": "verdict", "description": "Give your answer as this tool's input.",
+		"input_schema": map[string]any{"type": "object", "properties": map[string]any{"done": map[string]any{"type": "boolean"}},
+			"required": []any{"done"}, "additionalProperties": false},
+	}}, body["tools"])
+	assert.NotContains(t, body, "thinking", "thinking cannot go with a forced tool")
+}

@@ -17,6 +17,8 @@ func (m *Model) params(req llm.Request) (sdk.MessageNewParams, error) {
 		p.MaxTokens = int64(req.MaxTokens)
 	}
 	switch {
+	case req.Structured != nil:
+		// Thinking cannot go with a forced tool.
 	case m.adaptive:
 		p.Thinking = sdk.ThinkingConfigParamUnion{OfAdaptive: &sdk.ThinkingConfigAdaptiveParam{}}
 	case m.budget > 0 && int64(m.budget) < p.MaxTokens:
@@ -72,6 +74,20 @@ func (m *Model) params(req llm.Request) (sdk.MessageNewParams, error) {
 			tool.Description = sdk.String(t.Description)
 		}
 		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &tool})
+	}
+	if s := req.Structured; s != nil {
+		// The answer is the input of a tool the model must call; the
+		// stream gives that input back as the reply's text.
+		schema, err := inputSchema(llm.ToolSpec{Name: s.Name, Parameters: s.JSON})
+		if err != nil {
+			return p, err
+		}
+		desc := s.Description
+		if desc == "" {
+			desc = "Give your answer as this tool's input."
+		}
+		p.Tools = append(p.Tools, sdk.ToolUnionParam{OfTool: &sdk.ToolParam{Name: s.Name, Description: sdk.String(desc), InputSchema: schema}})
+		p.ToolChoice = sdk.ToolChoiceParamOfTool(s.Name)
 	}
 	return p, nil
 }

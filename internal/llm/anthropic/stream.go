@@ -15,6 +15,9 @@ import (
 type turn struct {
 	yield func(llm.Chunk, error) bool
 	log   *slog.Logger
+	// structured names the tool whose input is the answer
+	// (llm.Request.Structured): its input streams as text.
+	structured string
 	// blocks are the open content blocks by their index in the message.
 	blocks  map[int64]*block
 	calls   int
@@ -74,6 +77,10 @@ func (t *turn) start(ctx context.Context, index int64, cb sdk.ContentBlockStartE
 		b.signature = cb.Signature
 		return cb.Thinking == "" || t.yield(llm.Chunk{Type: llm.ChunkReasoning, Text: cb.Thinking}, nil)
 	case "tool_use":
+		if t.structured != "" && cb.Name == t.structured {
+			b.kind = "answer"
+			return true
+		}
 		b.index, b.id, b.name = t.calls, cb.ID, cb.Name
 		t.calls++
 		if b.id == "" {
@@ -100,6 +107,9 @@ func (t *turn) delta(index int64, d sdk.MessageStreamEventUnionDelta) bool {
 			b.signature += d.Signature
 		}
 	case "input_json_delta":
+		if b != nil && b.kind == "answer" {
+			return d.PartialJSON == "" || t.yield(llm.Chunk{Type: llm.ChunkText, Text: d.PartialJSON}, nil)
+		}
 		if b == nil || b.kind != "tool_use" || d.PartialJSON == "" {
 			return true
 		}
@@ -130,8 +140,11 @@ func (t *turn) stop(index int64) bool {
 
 // end sends the usage and the final chunk; false means the consumer stopped.
 func (t *turn) end() bool {
-	if t.finish == "" {
+	switch {
+	case t.finish == "":
 		t.finish = llm.FinishOther
+	case t.finish == llm.FinishToolCalls && t.calls == 0:
+		t.finish = llm.FinishStop // the structured answer's tool: no call
 	}
 	return t.yield(llm.Chunk{Type: llm.ChunkUsage, Usage: t.usage}, nil) &&
 		t.yield(llm.Chunk{Type: llm.ChunkFinish, Finish: t.finish}, nil)

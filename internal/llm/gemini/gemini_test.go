@@ -270,3 +270,51 @@ func TestDefaults(t *testing.T) {
 	_, err = New(Config{APIKey: "k", MaxTokens: -1})
 	assert.Error(t, err)
 }
+
+// A structured request asks for JSON with responseMimeType and the schema
+// as responseSchema, its properties in order.
+func TestStructuredResponseSchema(t *testing.T) {
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: []string{
+		resp([]any{text(`{"done": true, `)}, "", nil),
+		resp([]any{text(`"why": null}`)}, "STOP", map[string]any{"promptTokenCount": 9, "candidatesTokenCount": 5, "totalTokenCount": 14}),
+	}})
+	m := newModel(t, srv, Config{})
+	schema := &llm.Schema{Name: "verdict", JSON: json.RawMessage(`{"type":"object",
+		"properties":{"why":{"type":["string","null"]},"done":{"type":"boolean","description":"finished"},
+			"scores":{"type":"array","items":{"type":"number","minimum":0,"maximum":1},"minItems":1,"maxItems":3},
+			"pick":{"type":"string","enum":["a","b"]}},
+		"required":["why","done","scores","pick"],"additionalProperties":false}`)}
+	req := llm.Request{System: "Judge.", Messages: hello.Messages, Structured: schema}
+	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), req))
+	require.NoError(t, err)
+	llmtest.CheckStream(t, chunks)
+	assert.Equal(t, `{"done": true, "why": null}`, llmtest.Assemble(chunks).Text)
+
+	gc := srv.Requests()[0].JSON(t)["generationConfig"].(map[string]any)
+	assert.Equal(t, "application/json", gc["responseMimeType"])
+	assert.Equal(t, map[string]any{
+		"type":             "OBJECT",
+		"propertyOrdering": []any{"why", "done", "scores", "pick"},
+		"required":         []any{"why", "done", "scores", "pick"},
+		"properties": map[string]any{
+			"why":    map[string]any{"type": "STRING", "nullable": true},
+			"done":   map[string]any{"type": "BOOLEAN", "description": "finished"},
+			"scores": map[string]any{"type": "ARRAY", "minItems": float64(1), "maxItems": float64(3), "items": map[string]any{"type": "NUMBER", "minimum": float64(0), "maximum": float64(1)}},
+			"pick":   map[string]any{"type": "STRING", "enum": []any{"a", "b"}},
+		},
+	}, gc["responseSchema"])
+	assert.NotContains(t, gc, "responseJsonSchema")
+}
+
+// A schema the OpenAPI subset cannot say goes as responseJsonSchema.
+func TestStructuredResponseJSONSchema(t *testing.T) {
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: []string{resp([]any{text(`{}`)}, "STOP", nil)}})
+	m := newModel(t, srv, Config{})
+	schema := &llm.Schema{Name: "x", JSON: json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"string"}}}`)}
+	_, err := llmtest.Collect(t, m.Stream(t.Context(), llm.Request{Messages: hello.Messages, Structured: schema}))
+	require.NoError(t, err)
+	gc := srv.Requests()[0].JSON(t)["generationConfig"].(map[string]any)
+	assert.Equal(t, "application/json", gc["responseMimeType"])
+	assert.NotContains(t, gc, "responseSchema")
+	assert.Contains(t, gc["responseJsonSchema"], "$defs")
+}

@@ -29,6 +29,19 @@ func (m *Model) request(req llm.Request) ([]*genai.Content, *genai.GenerateConte
 	if m.thoughts {
 		config.ThinkingConfig = &genai.ThinkingConfig{IncludeThoughts: true}
 	}
+	if s := req.Structured; s != nil {
+		config.ResponseMIMEType = "application/json"
+		if schema, err := responseSchema(s.JSON); err == nil {
+			config.ResponseSchema = schema
+		} else {
+			// What the OpenAPI subset cannot say, JSON Schema can.
+			var js map[string]any
+			if err := json.Unmarshal(s.JSON, &js); err != nil {
+				return nil, nil, fmt.Errorf("gemini: schema %q is not a JSON object: %w", s.Name, err)
+			}
+			config.ResponseJsonSchema = js
+		}
+	}
 	if len(req.Tools) > 0 {
 		tool := &genai.Tool{}
 		for _, t := range req.Tools {

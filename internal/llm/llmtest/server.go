@@ -62,6 +62,7 @@ type Server struct {
 	srv      *httptest.Server
 	mu       sync.Mutex
 	replies  []Reply
+	answer   func(Request) Reply
 	requests []Request
 	goneOnce sync.Once
 	gone     chan struct{}
@@ -71,6 +72,17 @@ type Server struct {
 // when the test ends.
 func NewServer(t testing.TB, replies ...Reply) *Server {
 	s := &Server{replies: replies, gone: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// NewServerFunc starts a fake API answering every request with answer's
+// reply to it, for as many requests as come; it is closed when the test
+// ends. answer runs on the server's goroutines, one per request.
+func NewServerFunc(t testing.TB, answer func(Request) Reply) *Server {
+	s := &Server{answer: answer, gone: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	t.Cleanup(s.srv.Close)
@@ -97,8 +109,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body})
+	s.requests = append(s.requests, req)
 	n := len(s.requests)
 	var rep Reply
 	ok := n <= len(s.replies)
@@ -106,6 +119,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		rep = s.replies[n-1]
 	}
 	s.mu.Unlock()
+	if s.answer != nil {
+		rep, ok = s.answer(req), true
+	}
 	if !ok {
 		http.Error(w, fmt.Sprintf("llmtest: unexpected request %d to %s", n, r.URL.Path), http.StatusInternalServerError)
 		return

@@ -8,10 +8,13 @@ package openai
 import (
 	"context"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync/atomic"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -61,7 +64,11 @@ type Model struct {
 	// reasoning models require.
 	maxTokensField bool
 	maxTokens      int
-	log            *slog.Logger
+	// formatRefused: the server answered a request with response_format
+	// with 400 naming it; structured answers are asked for in the system
+	// prompt from then on.
+	formatRefused atomic.Bool
+	log           *slog.Logger
 }
 
 var _ llm.Model = (*Model)(nil)
@@ -104,19 +111,48 @@ func New(cfg Config) (*Model, error) {
 	return m, nil
 }
 
+// refusesFormat reports whether res, the answer to a failed request, is a
+// server's refusal of response_format: a 400 (or 422, from servers that
+// validate requests with a schema) whose body names it.
+func refusesFormat(res *http.Response) bool {
+	if res == nil || res.StatusCode != http.StatusBadRequest && res.StatusCode != http.StatusUnprocessableEntity || res.Body == nil {
+		return false
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return false
+	}
+	body := strings.ToLower(string(b))
+	return strings.Contains(body, "response_format") || strings.Contains(body, "json_schema") || strings.Contains(body, "response format")
+}
+
 // Name returns the model requests go to.
 func (m *Model) Name() string { return m.model }
 
 // Stream sends req as one streamed chat completion.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
-		body, err := m.request(req)
+		format := req.Structured != nil && !m.formatRefused.Load()
+		body, err := m.encode(req, format)
 		if err != nil {
 			yield(llm.Chunk{}, err)
 			return
 		}
 		var res *http.Response
 		err = m.client.Post(ctx, "chat/completions", body, &res)
+		if err != nil && format && refusesFormat(res) {
+			// An OpenAI-compatible server without structured outputs: ask
+			// in words, on this call and every later one.
+			m.formatRefused.Store(true)
+			m.log.Info("openai: the server refuses response_format; structured answers are asked for in the instructions",
+				"model", m.model, "err", err)
+			if body, err = m.encode(req, false); err != nil {
+				yield(llm.Chunk{}, err)
+				return
+			}
+			res = nil
+			err = m.client.Post(ctx, "chat/completions", body, &res)
+		}
 		t := turn{yield: yield}
 		stopped := false
 		if err == nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -443,6 +444,7 @@ func TestRequestMatchesSDK(t *testing.T) {
 		"full":                  {Config{Model: "gpt-test", MaxTokens: 100}, full},
 		"max_tokens field":      {Config{Model: "m", MaxTokens: 9}, hello},
 		"max_completion_tokens": {Config{APIKey: "k", MaxTokens: 9}, hello},
+		"structured":            {Config{Model: "m"}, structuredHello},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var m *Model
@@ -470,4 +472,131 @@ func TestRequestMatchesSDK(t *testing.T) {
 	}
 	_, err := m.request(llm.Request{Messages: []llm.Message{{Role: "narrator"}}})
 	assert.ErrorContains(t, err, "unknown role")
+}
+
+// verdictSchema is a schema strict mode takes once its bounds are left out.
+var verdictSchema = &llm.Schema{Name: "verdict", Description: "Whether it is done.", JSON: json.RawMessage(`{
+	"type": "object",
+	"properties": {
+		"done": {"type": "boolean"},
+		"scores": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 1, "maxItems": 3}
+	},
+	"required": ["done", "scores"],
+	"additionalProperties": false
+}`)}
+
+var structuredHello = llm.Request{System: "Judge.", Messages: hello.Messages, Structured: verdictSchema}
+
+// A structured request carries response_format with a strict json_schema;
+// the answer streams as text.
+func TestStructuredResponseFormat(t *testing.T) {
+	srv := llmtest.NewServer(t, llmtest.Reply{Events: []string{
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil),
+		chunk(map[string]any{"content": `{"done": true, `}, nil),
+		chunk(map[string]any{"content": `"scores": [0.5]}`}, nil),
+		chunk(map[string]any{}, "stop"),
+		usage(30, 9),
+		done,
+	}})
+	m := newModel(t, srv, Config{Model: "gpt-4o-mini"})
+	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), structuredHello))
+	require.NoError(t, err)
+	llmtest.CheckStream(t, chunks)
+	assert.JSONEq(t, `{"done": true, "scores": [0.5]}`, llmtest.Assemble(chunks).Text)
+	body := srv.Requests()[0].JSON(t)
+	assert.Equal(t, map[string]any{
+		"type": "json_schema",
+		"json_schema": map[string]any{
+			"name": "verdict", "description": "Whether it is done.", "strict": true,
+			"schema": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"done":   map[string]any{"type": "boolean"},
+					"scores": map[string]any{"type": "array", "items": map[string]any{"type": "number"}},
+				},
+				"required":             []any{"done", "scores"},
+				"additionalProperties": false,
+			},
+		},
+	}, body["response_format"])
+	assert.Equal(t, "Judge.", body["messages"].([]any)[0].(map[string]any)["content"], "nothing is added to the instructions")
+}
+
+func TestStrictSchema(t *testing.T) {
+	for _, tc := range []struct {
+		name, schema string
+		strict       bool
+	}{
+		{"closed and all required", `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false}`, true},
+		{"open", `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, false},
+		{"optional property", `{"type":"object","properties":{"a":{"type":"string"},"b":{"type":"string"}},"required":["a"],"additionalProperties":false}`, false},
+		{"open nested object", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]}}},"required":["a"],"additionalProperties":false}`, false},
+		{"closed nested object", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"x":{"type":"string"}},"required":["x"],"additionalProperties":false}}},"required":["a"],"additionalProperties":false}`, true},
+		{"not an object", `[]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, strict := strictSchema([]byte(tc.schema))
+			assert.Equal(t, tc.strict, strict)
+			if !strict {
+				assert.Equal(t, tc.schema, string(got), "a schema strict mode cannot take is sent as it is")
+			}
+		})
+	}
+}
+
+// An OpenAI-compatible server that refuses response_format gets the same
+// call again with the schema in the instructions, and later calls go
+// that way at once.
+func TestStructuredRefusedFallsBackToInstructions(t *testing.T) {
+	for name, refusal := range map[string]string{
+		"llama.cpp": `{"error":{"code":400,"message":"Unsupported param: response_format","type":"invalid_request_error"}}`,
+		"vLLM":      `{"object":"error","message":"json_schema response_format is not supported","type":"BadRequestError","param":null,"code":400}`,
+	} {
+		t.Run(name, func(t *testing.T) { testStructuredRefused(t, refusal) })
+	}
+}
+
+func testStructuredRefused(t *testing.T, refusal string) {
+	text := []string{
+		chunk(map[string]any{"role": "assistant", "content": `{"done": false, "scores": [1]}`}, nil),
+		chunk(map[string]any{}, "stop"),
+		done,
+	}
+	srv := llmtest.NewServer(t,
+		llmtest.Reply{Status: http.StatusBadRequest, Body: refusal},
+		llmtest.Reply{Events: text},
+		llmtest.Reply{Events: text},
+	)
+	m := newModel(t, srv, Config{Model: "local"})
+	for range 2 {
+		chunks, err := llmtest.Collect(t, m.Stream(t.Context(), structuredHello))
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"done": false, "scores": [1]}`, llmtest.Assemble(chunks).Text)
+	}
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3, "the refusal is paid once")
+	assert.Contains(t, reqs[0].JSON(t), "response_format")
+	for _, r := range reqs[1:] {
+		body := r.JSON(t)
+		assert.NotContains(t, body, "response_format")
+		system := body["messages"].([]any)[0].(map[string]any)["content"].(string)
+		assert.True(t, strings.HasPrefix(system, "Judge.\n\nReply with only a JSON object that matches this JSON Schema"), system)
+		assert.Contains(t, system, `"required":["done","scores"]`)
+	}
+}
+
+// Other 400s are the call's failure, and change nothing.
+func TestStructuredOtherBadRequest(t *testing.T) {
+	srv := llmtest.NewServer(t,
+		llmtest.Reply{Status: http.StatusBadRequest, Body: `{"error":{"message":"maximum context length exceeded","type":"invalid_request_error"}}`},
+		llmtest.Reply{Events: []string{chunk(map[string]any{"content": "{}"}, "stop"), done}},
+	)
+	m := newModel(t, srv, Config{Model: "local"})
+	_, err := llmtest.Collect(t, m.Stream(t.Context(), structuredHello))
+	require.Error(t, err)
+	_, err = llmtest.Collect(t, m.Stream(t.Context(), structuredHello))
+	require.NoError(t, err)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	assert.Contains(t, reqs[1].JSON(t), "response_format", "still asked for")
 }

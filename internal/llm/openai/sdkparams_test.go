@@ -47,6 +47,18 @@ func (m *Model) params(req llm.Request) (oai.ChatCompletionNewParams, error) {
 		}
 		p.Tools = append(p.Tools, oai.ChatCompletionFunctionTool(fn))
 	}
+	if s := req.Structured; s != nil {
+		schema, strict := strictSchema(s.JSON)
+		var decoded map[string]any
+		if err := json.Unmarshal(schema, &decoded); err != nil {
+			return p, err
+		}
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: s.Name, Schema: decoded, Strict: param.NewOpt(strict)}
+		if s.Description != "" {
+			js.Description = param.NewOpt(s.Description)
+		}
+		p.ResponseFormat = oai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}}
+	}
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = m.maxTokens

@@ -88,7 +88,8 @@ type Error struct {
 func (e *Error) Error() string { return e.Message }
 
 // Stream plays the step of the scenario that answers req. Delays wait on
-// ctx, so cancelling it ends the stream at once with ctx.Err().
+// ctx, so cancelling it ends the stream at once with ctx.Err(). It ignores
+// req.Structured: a scenario writes a structured answer as text.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	return func(yield func(llm.Chunk, error) bool) {
 		beats, err := m.plan(req)
