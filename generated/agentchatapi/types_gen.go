@@ -5,9 +5,7 @@ package agentchatapi
 // A message from the agent. By default agentwire sends one per finished assistant
 // message (not token deltas); a socket that streams chunks (?stream=chunks, or
 // --agentchat-stream=chunks) gets one per model text chunk instead, and the chunks
-// of a message concatenate to its text. agentwire also uses it to tell the user
-// why a tool call that needs approval was not run, since this protocol cannot
-// carry an approval.
+// of a message concatenate to its text.
 type AgentMessageEvent struct {
 	// The agent's text.
 	Message string `json:"message"`

@@ -64,8 +64,9 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			r.result(c, "Refused: the approval policy does not allow this call.", event.OutcomeRefused)
 		case tools.Ask:
 			if !r.spec.Interactive {
-				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Start agentwire with --approval-policy auto-edit or full-auto to let such calls run.", describe(c, class))
-				r.systemMessage(why)
+				// Said once, in the call's result, which every protocol
+				// shows (and the model reads).
+				why := fmt.Sprintf("Not run: %s needs approval, and this conversation's connection cannot ask for it. Approve such calls over a protocol that can ask (AgentLoop, AG2, Loom), or start agentwire with --approval-policy auto-edit (edits) or full-auto (commands too, confined by the OS sandbox).", describe(c, class))
 				r.result(c, why, event.OutcomeRefused)
 				continue
 			}

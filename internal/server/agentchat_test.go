@@ -101,12 +101,14 @@ func TestAgentchatApprovalUnderSuggest(t *testing.T) {
 		agentMessage("This runs a command that changes the working folder."),
 		toolCall("bash", map[string]any{"command": "touch approved.txt"}),
 	)
-	why, ok := c.next().(agentchatapi.AgentMessageEvent)
-	require.True(t, ok, "want the agent_message that explains the refusal")
-	assert.Contains(t, why.Message, "touch approved.txt")
-	assert.Contains(t, why.Message, "needs approval")
-	assert.Contains(t, why.Message, "--approval-policy")
-	c.expect(toolResult("bash", why.Message, false), agentMessage("Not run."))
+	// The refusal is said once: in the call's result.
+	why, ok := c.next().(agentchatapi.ToolResultEvent)
+	require.True(t, ok, "want the tool_result that explains the refusal")
+	assert.Contains(t, why.Result, "touch approved.txt")
+	assert.Contains(t, why.Result, "needs approval")
+	assert.Contains(t, why.Result, "--approval-policy")
+	assert.False(t, why.Success)
+	c.expect(agentMessage("Not run."))
 	assert.NoFileExists(t, filepath.Join(cfg.Workdir, "approved.txt"))
 }
 

@@ -143,6 +143,28 @@ func funcs(tc *turn) template.FuncMap {
 			}
 			return out
 		},
+		// entries are the entries of an ls result: its lines, and none
+		// for the note an empty folder gets ("(. is empty)").
+		"entries": func(s string) []string {
+			t := strings.TrimSpace(s)
+			if strings.HasPrefix(t, "(") && strings.HasSuffix(t, " is empty)") && !strings.Contains(t, "\n") {
+				return nil
+			}
+			var out []string
+			for l := range strings.Lines(s) {
+				if l = strings.TrimRight(l, "\r\n"); strings.TrimSpace(l) != "" {
+					out = append(out, l)
+				}
+			}
+			return out
+		},
+		// plural is one when n is 1, else many.
+		"plural": func(n int, one, many string) string {
+			if n == 1 {
+				return one
+			}
+			return many
+		},
 		// truncate shortens s to n characters, marking the cut with "…".
 		"truncate": func(n int, s string) string {
 			if utf8.RuneCountInString(s) <= n {

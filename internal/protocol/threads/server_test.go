@@ -519,16 +519,14 @@ func mustJSON(t *testing.T, v any) string {
 }
 
 // TestCallNeedingApproval: a run of this protocol cannot ask for approval,
-// so the call is not run and a system message says why, as agent text that
-// the history keeps.
+// so the call is not run and its result says why, once.
 func TestCallNeedingApproval(t *testing.T) {
 	h := start(t, testConfig(t), server.Options{})
 	thread := uuid.New()
 	events := h.send(thread, "touch a file")
-	require.Equal(t, "agent_text tool_call agent_text tool_result agent_text done", shape(events))
+	require.Equal(t, "agent_text tool_call tool_result agent_text done", shape(events))
 	ids, texts := agentTexts(t, thread, events)
-	require.Len(t, ids, 3)
-	assert.Contains(t, texts[ids[1]], "needs approval")
+	require.Len(t, ids, 2)
 	var result *threadsapi.ToolResultEvent
 	for _, e := range events {
 		if string(e.Type) == threads.EventToolResult {
@@ -537,7 +535,8 @@ func TestCallNeedingApproval(t *testing.T) {
 	}
 	assert.True(t, strings.HasPrefix(result.ToolResultID, "error-"), result.ToolResultID)
 	assert.Equal(t, "bash", field[string](t, result.Result, "tool"))
-	assert.Equal(t, "The command did not run.", texts[ids[2]])
+	assert.Contains(t, field[string](t, result.Result, "error"), "needs approval")
+	assert.Equal(t, "The command did not run.", texts[ids[1]])
 	_, err := os.Stat(filepath.Join(h.cfg.Workdir, "made.txt"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "the command ran without approval")
 
