@@ -50,6 +50,8 @@ type plainModel struct {
 
 func (m *plainModel) Name() string { return "plain" }
 
+func (m *plainModel) Check(context.Context) error { return nil }
+
 func (m *plainModel) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
 	text := proseAnswer
 	if req.Structured != nil {

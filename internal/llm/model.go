@@ -22,6 +22,11 @@ type Model interface {
 	// ends the stream; the iterator yields nothing after it. A stream that ends
 	// without error has yielded exactly one ChunkFinish as its last chunk.
 	Stream(ctx context.Context, req Request) iter.Seq2[Chunk, error]
+	// Check makes the cheapest call that shows the model can be used (the
+	// server is reached, the key accepted, the model known) and returns
+	// what failed, explained (a *CallError); nil when it can, and for a
+	// model with nothing to check. The server calls it at start.
+	Check(ctx context.Context) error
 }
 
 // Request is one model call: the conversation so far and the tools on offer.

@@ -11,9 +11,10 @@ import (
 // stream of one turn has ended and the consumer is still reading; EndStream
 // turns it into the stream's last chunk or error.
 type StreamEnd struct {
-	// Provider names the API in errors and in the log ("openai"); Model is
-	// the model the turn went to.
-	Provider, Model string
+	// Endpoint says where the turn went: its Provider names the API in
+	// errors and in the log, and a failed call's error says what to change
+	// (Explain).
+	Endpoint
 	// Log gets a debug line for each finished turn.
 	Log *slog.Logger
 	// Err is the error the provider's stream ended with, or nil.
@@ -33,7 +34,7 @@ type StreamEnd struct {
 
 // EndStream ends a provider's Model.Stream by yielding the first that
 // applies of: the error the provider's stream ended with (ctx's error if ctx
-// is done, else the *APIError, else the error wrapped), ctx's error, and an
+// is done, else the error explained: a *CallError), ctx's error, and an
 // error wrapping io.ErrUnexpectedEOF for a turn the model did not finish.
 // Otherwise it calls e.End and logs the finished turn.
 func EndStream(ctx context.Context, yield func(Chunk, error) bool, e StreamEnd) {
@@ -56,14 +57,13 @@ func EndStream(ctx context.Context, yield func(Chunk, error) bool, e StreamEnd) 
 }
 
 // streamError turns what ended a provider's stream into the error the
-// Model's stream yields: the context's error when it is done, an *APIError
-// for what the API reported, else e.Err wrapped.
+// Model's stream yields: the context's error when it is done, else a
+// *CallError that says what to change, wrapping the *APIError for what the
+// API reported, or e.Err. The raw cause is logged.
 func streamError(ctx context.Context, e StreamEnd) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if a := e.APIError(e.Err); a != nil {
-		return a
-	}
-	return fmt.Errorf("%s: %w", e.Provider, e.Err)
+	e.Log.WarnContext(ctx, "model call failed", "provider", e.Provider, "model", e.Model, "url", e.URL, "err", e.Err)
+	return ExplainCall(e.Endpoint, e.Err, e.APIError)
 }

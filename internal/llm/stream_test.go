@@ -31,7 +31,7 @@ func apiError(err error) *llm.APIError {
 func endStream(t *testing.T, ctx context.Context, e llm.StreamEnd, stopAt int) (chunks []llm.Chunk, errs []error, ended bool, log string) {
 	t.Helper()
 	var buf bytes.Buffer
-	e.Provider, e.Model = "acme", "acme-1"
+	e.Endpoint = llm.Endpoint{Provider: "acme", Model: "acme-1", URL: "https://acme.test/v1", URLVar: "ACME_BASE_URL", KeyVar: "ACME_API_KEY"}
 	e.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {
 			return slog.Attr{}
@@ -88,23 +88,27 @@ func TestEndStreamErrors(t *testing.T) {
 		ctx  context.Context
 		end  llm.StreamEnd
 		want func(t *testing.T, err error)
+		// logged is what the log says of the failure; "" for nothing.
+		logged string
 	}{{
-		name: "the API's error",
+		name: "the API's error, explained",
 		ctx:  t.Context(),
 		end:  llm.StreamEnd{Err: errRateLimited, Finished: true},
 		want: func(t *testing.T, err error) {
 			var a *llm.APIError
 			require.ErrorAs(t, err, &a)
-			assert.Equal(t, "acme: 429: slow down", err.Error())
+			assert.Equal(t, `acme model "acme-1" at https://acme.test/v1 is limiting requests (429 slow down): wait a little and try again, or check the account's quota`, err.Error())
 		},
+		logged: `level=WARN msg="model call failed" provider=acme model=acme-1 url=https://acme.test/v1 err="429 Too Many Requests"`,
 	}, {
-		name: "another error, wrapped",
+		name: "another error, explained",
 		ctx:  t.Context(),
 		end:  llm.StreamEnd{Err: io.ErrClosedPipe, Finished: true},
 		want: func(t *testing.T, err error) {
 			assert.ErrorIs(t, err, io.ErrClosedPipe)
-			assert.Equal(t, "acme: io: read/write on closed pipe", err.Error())
+			assert.Equal(t, `acme model "acme-1" at https://acme.test/v1 failed: io: read/write on closed pipe`, err.Error())
 		},
+		logged: `level=WARN msg="model call failed" provider=acme model=acme-1 url=https://acme.test/v1 err="io: read/write on closed pipe"`,
 	}, {
 		name: "the stream's error once ctx is done",
 		ctx:  cancelled,
@@ -128,7 +132,11 @@ func TestEndStreamErrors(t *testing.T) {
 			chunks, errs, ended, log := endStream(t, tc.ctx, tc.end, -1)
 			assert.Empty(t, chunks)
 			assert.False(t, ended)
-			assert.Empty(t, log)
+			if tc.logged == "" {
+				assert.Empty(t, log)
+			} else {
+				assert.Equal(t, tc.logged+"\n", log)
+			}
 			require.Len(t, errs, 1)
 			tc.want(t, errs[0])
 		})

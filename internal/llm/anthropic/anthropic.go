@@ -9,6 +9,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"os"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -64,8 +65,14 @@ type Model struct {
 	maxTokens int
 	budget    int
 	adaptive  bool
-	log       *slog.Logger
+	// ep says where calls go, for errors that say what to change.
+	ep  llm.Endpoint
+	log *slog.Logger
 }
+
+// DefaultBaseURL is where calls go when neither Config.BaseURL nor
+// ANTHROPIC_BASE_URL, which the SDK reads, says otherwise.
+const DefaultBaseURL = "https://api.anthropic.com"
 
 var _ llm.Model = (*Model)(nil)
 
@@ -97,6 +104,13 @@ func New(cfg Config) (*Model, error) {
 		retries = 0
 	}
 	opts := []option.RequestOption{option.WithMaxRetries(retries)}
+	m.ep = llm.Endpoint{Provider: "anthropic", Model: m.model, URL: cfg.BaseURL, KeyVar: "ANTHROPIC_API_KEY"}
+	if m.ep.URL == "" {
+		m.ep.URL = DefaultBaseURL
+		if u := os.Getenv("ANTHROPIC_BASE_URL"); u != "" {
+			m.ep.URL, m.ep.URLVar = u, "ANTHROPIC_BASE_URL"
+		}
+	}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
@@ -112,6 +126,14 @@ func New(cfg Config) (*Model, error) {
 
 // Name returns the model requests go to.
 func (m *Model) Name() string { return m.model }
+
+// Check asks the API for this model, once and without retries: the
+// cheapest call that shows the API is reached, the key accepted and the
+// model known (aliases included).
+func (m *Model) Check(ctx context.Context) error {
+	_, err := m.client.Models.Get(ctx, m.model, sdk.ModelGetParams{}, option.WithMaxRetries(0))
+	return llm.ExplainCall(m.ep, err, apiError)
+}
 
 // Stream sends req as one streamed message.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
@@ -136,7 +158,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 			}
 		}
 		llm.EndStream(ctx, yield, llm.StreamEnd{
-			Provider: "anthropic", Model: m.model, Log: m.log,
+			Endpoint: m.ep, Log: m.log,
 			Err: stream.Err(), APIError: apiError,
 			Finished: t.stopped, Before: "the message stopped",
 			End: func() (llm.FinishReason, llm.Usage, bool) {

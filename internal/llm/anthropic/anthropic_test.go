@@ -181,7 +181,8 @@ func TestStreamErrorEvent(t *testing.T) {
 	apiErr, ok := errors.AsType[*llm.APIError](err)
 	require.True(t, ok, "error %v is not an *llm.APIError", err)
 	assert.Equal(t, llm.APIError{Provider: "anthropic", Type: "overloaded_error", Message: "Overloaded", Err: apiErr.Err}, *apiErr)
-	assert.Equal(t, "anthropic: overloaded_error: Overloaded", err.Error())
+	assert.Equal(t, "anthropic: overloaded_error: Overloaded", apiErr.Error())
+	assert.Equal(t, `anthropic model "claude-sonnet-4-6" at `+srv.URL+` reported an error (overloaded_error: Overloaded)`, err.Error())
 }
 
 func TestHTTPError(t *testing.T) {
@@ -194,7 +195,8 @@ func TestHTTPError(t *testing.T) {
 	require.True(t, ok, "error %v is not an *llm.APIError", err)
 	assert.Equal(t, 429, apiErr.StatusCode)
 	assert.Equal(t, "rate_limit_error", apiErr.Type)
-	assert.Equal(t, "anthropic: 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit", err.Error())
+	assert.Equal(t, "anthropic: 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit", apiErr.Error())
+	assert.Contains(t, err.Error(), "is limiting requests (429 Number of request tokens has exceeded your per-minute rate limit)")
 	assert.Len(t, srv.Requests(), 1, "MaxRetries < 0 retries nothing")
 }
 

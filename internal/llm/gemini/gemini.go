@@ -11,6 +11,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"os"
 
 	"google.golang.org/genai"
 
@@ -57,8 +58,14 @@ type Model struct {
 	thoughts  bool
 	// retry is sent with every request; nil retries nothing.
 	retry *genai.HTTPRetryOptions
-	log   *slog.Logger
+	// ep says where calls go, for errors that say what to change.
+	ep  llm.Endpoint
+	log *slog.Logger
 }
+
+// DefaultBaseURL is where calls go when neither Config.BaseURL nor
+// GOOGLE_GEMINI_BASE_URL, which the SDK reads, says otherwise.
+const DefaultBaseURL = "https://generativelanguage.googleapis.com"
 
 var _ llm.Model = (*Model)(nil)
 
@@ -94,11 +101,26 @@ func New(cfg Config) (*Model, error) {
 		return nil, fmt.Errorf("gemini: %w", err)
 	}
 	m.client = client
+	m.ep = llm.Endpoint{Provider: "gemini", Model: m.model, URL: cfg.BaseURL, KeyVar: "GEMINI_API_KEY"}
+	if m.ep.URL == "" {
+		m.ep.URL = DefaultBaseURL
+		if u := os.Getenv("GOOGLE_GEMINI_BASE_URL"); u != "" {
+			m.ep.URL, m.ep.URLVar = u, "GOOGLE_GEMINI_BASE_URL"
+		}
+	}
 	return m, nil
 }
 
 // Name returns the model requests go to.
 func (m *Model) Name() string { return m.model }
+
+// Check asks the API for this model, once and without retries: the
+// cheapest call that shows the API is reached, the key accepted and the
+// model known.
+func (m *Model) Check(ctx context.Context) error {
+	_, err := m.client.Models.Get(ctx, m.model, &genai.GetModelConfig{HTTPOptions: &genai.HTTPOptions{}})
+	return llm.ExplainCall(m.ep, err, apiError)
+}
 
 // Stream sends req as one streamed generateContent call.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
@@ -120,7 +142,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 			}
 		}
 		llm.EndStream(ctx, yield, llm.StreamEnd{
-			Provider: "gemini", Model: m.model, Log: m.log,
+			Endpoint: m.ep, Log: m.log,
 			Err: streamErr, APIError: apiError,
 			Finished: t.finish != "", Before: "the model finished",
 			End: func() (llm.FinishReason, llm.Usage, bool) {

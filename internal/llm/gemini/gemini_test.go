@@ -170,7 +170,8 @@ func TestHTTPError(t *testing.T) {
 	apiErr, ok := errors.AsType[*llm.APIError](err)
 	require.True(t, ok, "error %v is not an *llm.APIError", err)
 	assert.Equal(t, 429, apiErr.StatusCode)
-	assert.Equal(t, "gemini: 429 RESOURCE_EXHAUSTED: Resource has been exhausted (e.g. check quota).", err.Error())
+	assert.Equal(t, "gemini: 429 RESOURCE_EXHAUSTED: Resource has been exhausted (e.g. check quota).", apiErr.Error())
+	assert.Contains(t, err.Error(), "is limiting requests (429 Resource has been exhausted (e.g. check quota).)")
 	assert.Len(t, srv.Requests(), 1, "MaxRetries < 0 retries nothing")
 }
 
@@ -178,7 +179,10 @@ func TestHTTPErrorNotJSON(t *testing.T) {
 	srv := llmtest.NewServer(t, llmtest.Reply{Status: http.StatusBadGateway, ContentType: "text/html", Body: "<html>bad gateway</html>"})
 	m := newModel(t, srv, Config{})
 	_, err := llmtest.Collect(t, m.Stream(t.Context(), hello))
-	assert.EqualError(t, err, "gemini: 502: <html>bad gateway</html>")
+	apiErr, ok := errors.AsType[*llm.APIError](err)
+	require.True(t, ok, "error %v is not an *llm.APIError", err)
+	assert.Equal(t, "gemini: 502: <html>bad gateway</html>", apiErr.Error())
+	assert.Equal(t, `gemini model "gemini-2.5-flash" at `+srv.URL+` failed (502 <html>bad gateway</html>): the provider's server had a problem: try again in a moment`, err.Error())
 }
 
 func TestRetries(t *testing.T) {

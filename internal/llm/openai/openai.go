@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 
@@ -68,8 +69,14 @@ type Model struct {
 	// with 400 naming it; structured answers are asked for in the system
 	// prompt from then on.
 	formatRefused atomic.Bool
-	log           *slog.Logger
+	// ep says where calls go, for errors that say what to change.
+	ep  llm.Endpoint
+	log *slog.Logger
 }
+
+// DefaultBaseURL is where calls go when neither Config.BaseURL nor
+// OPENAI_BASE_URL says otherwise.
+const DefaultBaseURL = "https://api.openai.com/v1"
 
 var _ llm.Model = (*Model)(nil)
 
@@ -93,6 +100,13 @@ func New(cfg Config) (*Model, error) {
 		retries = 0
 	}
 	opts := []option.RequestOption{option.WithMaxRetries(retries)}
+	m.ep = llm.Endpoint{Provider: "openai", Model: m.model, URL: cfg.BaseURL, URLVar: "OPENAI_BASE_URL", KeyVar: "OPENAI_API_KEY"}
+	if m.ep.URL == "" {
+		// What the SDK will use.
+		if m.ep.URL = os.Getenv("OPENAI_BASE_URL"); m.ep.URL == "" {
+			m.ep.URL = DefaultBaseURL
+		}
+	}
 	if cfg.BaseURL != "" {
 		u, err := url.Parse(cfg.BaseURL)
 		if err != nil || u.Scheme == "" || u.Host == "" {
@@ -128,6 +142,25 @@ func refusesFormat(res *http.Response) bool {
 
 // Name returns the model requests go to.
 func (m *Model) Name() string { return m.model }
+
+// Check lists the server's models, once and without retries, and looks for
+// this one: the cheapest call that shows the server is reached, the key
+// accepted and the model served. Every OpenAI-compatible server lists its
+// models; not all of them answer for one model by name.
+func (m *Model) Check(ctx context.Context) error {
+	page, err := m.client.Models.List(ctx, option.WithMaxRetries(0))
+	if err != nil {
+		return llm.ExplainCall(m.ep, err, apiError)
+	}
+	have := make([]string, 0, len(page.Data))
+	for _, model := range page.Data {
+		if model.ID == m.model {
+			return nil
+		}
+		have = append(have, model.ID)
+	}
+	return llm.NoSuchModel(m.ep, have)
+}
 
 // Stream sends req as one streamed chat completion.
 func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk, error] {
@@ -166,7 +199,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request) iter.Seq2[llm.Chunk
 			return
 		}
 		llm.EndStream(ctx, yield, llm.StreamEnd{
-			Provider: "openai", Model: m.model, Log: m.log,
+			Endpoint: m.ep, Log: m.log,
 			Err: err, APIError: apiError,
 			Finished: t.finish != "", Before: "the model finished",
 			End: func() (llm.FinishReason, llm.Usage, bool) {

@@ -134,7 +134,7 @@ func TestStreamBadChunk(t *testing.T) {
 	chunks, err := llmtest.Collect(t, m.Stream(t.Context(), hello))
 	assert.Equal(t, []llm.Chunk{{Type: llm.ChunkText, Text: "a"}}, chunks)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "openai: decode a chunk")
+	assert.Contains(t, err.Error(), "failed: decode a chunk")
 }
 
 func TestStreamToolCalls(t *testing.T) {
@@ -251,7 +251,9 @@ func TestStreamErrorEvent(t *testing.T) {
 	assert.Equal(t, "openai", apiErr.Provider)
 	assert.Equal(t, "server_error", apiErr.Type)
 	assert.Equal(t, "The server had an error while processing your request.", apiErr.Message)
-	assert.Equal(t, "openai: server_error: The server had an error while processing your request.", err.Error())
+	assert.Equal(t, "openai: server_error: The server had an error while processing your request.", apiErr.Error())
+	assert.Contains(t, err.Error(), `openai model "gpt-4o-mini" at `+srv.URL)
+	assert.Contains(t, err.Error(), "reported an error (server_error: The server had an error while processing your request.)")
 }
 
 func TestStreamErrorEventWithStatus(t *testing.T) {
@@ -279,7 +281,8 @@ func TestHTTPError(t *testing.T) {
 	assert.Equal(t, 429, apiErr.StatusCode)
 	assert.Equal(t, "rate_limit_exceeded", apiErr.Type)
 	assert.Equal(t, "Rate limit reached for gpt-4o-mini", apiErr.Message)
-	assert.Equal(t, "openai: 429 rate_limit_exceeded: Rate limit reached for gpt-4o-mini", err.Error())
+	assert.Equal(t, "openai: 429 rate_limit_exceeded: Rate limit reached for gpt-4o-mini", apiErr.Error())
+	assert.Contains(t, err.Error(), "is limiting requests (429 Rate limit reached for gpt-4o-mini): wait a little and try again")
 	assert.Len(t, srv.Requests(), 1, "MaxRetries < 0 retries nothing")
 }
 

@@ -78,6 +78,9 @@ func (m *Model) Name() string {
 	return "scripted:" + m.scn.name
 }
 
+// Check returns nil: the scripted model has nothing to reach.
+func (m *Model) Check(context.Context) error { return nil }
+
 // Error is the failure an error step scripts; its text is the step's error.
 type Error struct {
 	Message string
