@@ -208,6 +208,7 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 	p.mu.Lock()
 	p.approval, p.question = nil, "" // nothing waits once the run is over
 	p.mu.Unlock()
+	p.replayed = nil // nor is a request of replayed history asked again
 	clear(p.calls)
 	if p.compact[e.Run] {
 		delete(p.compact, e.Run)
