@@ -293,10 +293,10 @@ func TestBashClassify(t *testing.T) {
 		argv     []string
 	}{
 		{"git status", true, "git", []string{"git", "status"}},
-		{"ls -la | grep go", true, "", []string{"ls", "-la", "|", "grep", "go"}},
+		{"ls -la | grep go", true, "$ ls -la | grep go", []string{"ls", "-la", "|", "grep", "go"}},
 		{"rm -rf node_modules", false, "rm", []string{"rm", "-rf", "node_modules"}},
-		{"echo hi > f", false, "", []string{"echo", "hi", ">", "f"}},
-		{"echo $(id)", false, "", []string{"bash", "-c", "echo $(id)"}},
+		{"echo hi > f", false, "$ echo hi > f", []string{"echo", "hi", ">", "f"}},
+		{"echo $(id)", false, "$ echo $(id)", []string{"bash", "-c", "echo $(id)"}},
 	}
 	for _, tt := range tests {
 		c := e.classify("bash", map[string]any{"command": tt.command})
