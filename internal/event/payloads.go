@@ -1,4 +1,6 @@
-// The canonical vocabulary; keep ARCHITECTURE.md in step with it.
+// The canonical vocabulary; keep ARCHITECTURE.md in step with it. It is
+// one file, longer than most, on purpose: every event kind, its payload
+// and its registration read together, as the list a new kind joins.
 
 package event
 
