@@ -176,7 +176,6 @@ func endErr(err error) error {
 type pullConsumer struct {
 	p    *thread.Pull
 	wake chan struct{}
-	done bool
 }
 
 func openPull(_ *testing.T, open thread.Open) (consumer, error) {
