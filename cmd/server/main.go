@@ -53,6 +53,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if err := srv.CheckModel(context.WithoutCancel(ctx)); err != nil {
+		if cfg.CheckModel {
+			_ = srv.Shutdown(context.Background())
+			return fmt.Errorf("--check-model: %w", err)
+		}
+		log.Warn("the configured model cannot be used: every run will fail until this is fixed (--check-model makes this fatal)", "err", err)
+	}
 	if err := srv.Start(); err != nil {
 		_ = srv.Shutdown(context.Background())
 		return err

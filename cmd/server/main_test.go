@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -40,4 +43,63 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "approval-policy")
 	assert.Empty(t, stdout.String())
+}
+
+// The configured model is checked at start: a model that cannot be used is
+// a warning that says what to change, and with --check-model a refusal to
+// start.
+func TestRunChecksTheModel(t *testing.T) {
+	// An address nothing listens on: the check's call is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := "http://" + ln.Addr().String() + "/v1"
+	require.NoError(t, ln.Close())
+
+	env := map[string]string{
+		"AGENTWIRE_DATA_DIR": t.TempDir(),
+		"AGENTWIRE_WORKDIR":  t.TempDir(),
+		"OPENAI_API_KEY":     "sk-test",
+		"OPENAI_BASE_URL":    dead,
+	}
+	getenv := func(k string) string { return env[k] }
+
+	t.Run("warning", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(ctx, []string{"--addr", "127.0.0.1:0"}, getenv, &stdout, &stderr), "stderr: %s", stderr.String())
+		log := stderr.String()
+		assert.Contains(t, log, "level=WARN")
+		assert.Contains(t, log, "the configured model cannot be used")
+		assert.Contains(t, log, dead, "the warning names the URL tried")
+		assert.Contains(t, log, "OPENAI_BASE_URL", "the warning names what to change")
+		assert.Contains(t, stdout.String(), "agentwire: shutting down", "the server started anyway")
+	})
+	t.Run("fatal", func(t *testing.T) {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--check-model"}, getenv, &stdout, &stderr)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "--check-model")
+		assert.Contains(t, err.Error(), dead)
+		assert.Contains(t, err.Error(), "OPENAI_BASE_URL")
+		assert.NotContains(t, stdout.String(), "ws://", "no banner: the server did not start")
+	})
+	t.Run("a model that answers", func(t *testing.T) {
+		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/v1/models" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"gpt-test","object":"model","created":0,"owned_by":"test"}]}`))
+		}))
+		defer api.Close()
+		good := map[string]string{"AGENTWIRE_DATA_DIR": t.TempDir(), "AGENTWIRE_WORKDIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": api.URL + "/v1"}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stdout, stderr bytes.Buffer
+		require.NoError(t, run(ctx, []string{"--addr", "127.0.0.1:0", "--model", "gpt-test", "--check-model"}, func(k string) string { return good[k] }, &stdout, &stderr), "stderr: %s", stderr.String())
+		assert.NotContains(t, stderr.String(), "cannot be used")
+		assert.Contains(t, stdout.String(), "openai gpt-test")
+	})
 }

@@ -101,6 +101,9 @@ type Config struct {
 	MetricsAddr string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// CheckModel makes a failed check of the configured model at start
+	// fatal (it is a warning otherwise).
+	CheckModel bool
 
 	// Auth is how requests are authenticated: none, keys or jwt.
 	Auth string
@@ -266,6 +269,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.Workdir, "workdir", "./workspace", "working folder the agent's tools are confined to")
 	fs.StringVar(&c.LLM, "llm", "", "model provider: openai, anthropic, gemini or scripted (default: from the API keys set, else scripted)")
 	fs.StringVar(&c.Model, "model", "", "model name (default: the provider's default)")
+	fs.BoolVar(&c.CheckModel, "check-model", false, "refuse to start when the configured model cannot be used (the start-up check of its provider is a warning otherwise)")
 	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model")
 	fs.StringVar(&c.Workflows, "workflows", "", "folder of multi-agent workflow files (NAME.yaml; see docs/WORKFLOWS.md); the built-in default and dev-team are always there")
 	fs.StringVar(&c.ApprovalPolicy, "approval-policy", "suggest", "suggest, auto-edit, full-auto or read-only")

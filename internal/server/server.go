@@ -51,6 +51,7 @@ type Server struct {
 	cfg       config.Config
 	log       *slog.Logger
 	ModelDesc string // what the banner says about the model
+	model     llm.Model
 
 	metrics  *metrics.Metrics
 	store    store.Store
@@ -190,7 +191,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	if err != nil {
 		return nil, fmt.Errorf("set up the model: %w", err)
 	}
-	s.ModelDesc = desc
+	s.ModelDesc, s.model = desc, model
 	model = observe(model, s.metrics, cfg.Provider())
 	// The adapters see the model in use and its context window.
 	cfg.Model = model.Name()
