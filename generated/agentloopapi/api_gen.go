@@ -116,8 +116,9 @@
 //     default) of maxTokens; manual_compact compacts at once (or after the
 //     running turn). Either sends context_compacted. Compaction changes only
 //     what the model is sent: every client still sees the whole conversation.
-//     A manual_compact with nothing to summarise yet is answered with an error
-//     frame.
+//     A manual_compact with nothing to summarise yet is answered with a system
+//     message saying why and a context_compacted whose counts are equal
+//     (reductionPercent 0); reductionPercent is never negative.
 //   - error's `details` is any JSON value, null included, and may be absent;
 //     agentwire sends `{code}` (one of invalid, unknown_type, not_found,
 //     unknown_request, busy, unavailable, internal, or a failed turn's code

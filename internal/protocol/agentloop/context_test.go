@@ -57,10 +57,16 @@ func TestManualCompact(t *testing.T) {
 	h := start(t, testConfig(t, "--context-window", "50000"))
 	c := h.dial("")
 
+	// On an empty thread there is nothing to compact: the answer says
+	// why and reports no change.
 	c.compact()
-	msg, details := c.expectError()
-	assert.Contains(t, msg, "nothing to compact")
-	assert.Equal(t, "invalid", details["code"])
+	frames := until[agentloopapi.ContextCompactedMessage](c)
+	require.Len(t, frames, 2, "%v", kinds(frames))
+	why, ok := frames[0].(agentloopapi.ResponseItemMessage)
+	require.True(t, ok, "the reason comes first, as a system message: %v", kinds(frames))
+	assert.Contains(t, messageText(why.Payload.Value), "nothing to compact")
+	unchanged := frames[1].(agentloopapi.ContextCompactedMessage).Payload
+	assert.Equal(t, agentloopapi.ContextCompactedMessagePayload{Strategy: "ThresholdContextManager"}, unchanged)
 
 	c.say("tell me a long story")
 	c.turn()
@@ -83,7 +89,7 @@ func TestManualCompact(t *testing.T) {
 	assert.Equal(t, p.NewTokenCount, after.TokenCount)
 
 	c.say("echo once compacted")
-	frames := c.turn()
+	frames = c.turn()
 	assert.Equal(t, "You said: echo once compacted", messageText(items(frames)[0]))
 	assert.Equal(t, 5, frames[len(frames)-1].(agentloopapi.ContextInfoMessage).Payload.TranscriptLength)
 
@@ -130,4 +136,27 @@ func TestThresholdCompaction(t *testing.T) {
 	}
 	assert.Equal(t, []string{"tell me a long story", "echo and go on"}, users)
 	assert.True(t, strings.HasSuffix(messageText(items(replay)[1]), "The end."))
+}
+
+// A conversation too short for a summary to make it smaller is left as it
+// is: manual_compact says why and reports the count unchanged, never a
+// negative reduction.
+func TestManualCompactTooShort(t *testing.T) {
+	h := start(t, testConfig(t, "--context-window", "50000"))
+	c := h.dial("")
+	c.say("echo one")
+	c.turn()
+	before := c.contextInfo()
+	require.Positive(t, before.TokenCount)
+
+	c.compact()
+	frames := until[agentloopapi.ContextCompactedMessage](c)
+	why, ok := frames[0].(agentloopapi.ResponseItemMessage)
+	require.True(t, ok, "the reason comes first, as a system message: %v", kinds(frames))
+	assert.Contains(t, messageText(why.Payload.Value), "too short")
+	p := frames[len(frames)-1].(agentloopapi.ContextCompactedMessage).Payload
+	assert.Equal(t, before.TokenCount, p.OldTokenCount)
+	assert.Equal(t, before.TokenCount, p.NewTokenCount)
+	assert.Zero(t, p.ReductionPercent)
+	assert.Equal(t, before, c.contextInfo(), "nothing changed")
 }

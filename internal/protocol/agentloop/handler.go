@@ -183,6 +183,10 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		if s.proj.wantInfo {
 			s.sendContextInfo(ctx, false)
 		}
+		if s.proj.wantUnchanged {
+			s.proj.wantUnchanged = false
+			s.sendUnchanged(ctx)
+		}
 		return nil
 	})
 	if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
@@ -338,9 +342,22 @@ func (s *session) HandleManualCompact(ctx context.Context, _ agentloopapi.Manual
 
 // contextInfo is the thread's context_info frame; first adds threadId.
 func (s *session) contextInfo(ctx context.Context, first bool) (agentloopapi.Outbound, error) {
-	hist, err := s.h.core.History(ctx, s.thread)
+	payload, err := s.contextUsage(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if first {
+		payload.ThreadID = &s.thread
+	}
+	return agentloopapi.NewContextInfoMessage(frameID(), payload), nil
+}
+
+// contextUsage measures the thread's context as the next model call
+// would see it.
+func (s *session) contextUsage(ctx context.Context) (agentloopapi.ContextInfoMessagePayload, error) {
+	hist, err := s.h.core.History(ctx, s.thread)
+	if err != nil {
+		return agentloopapi.ContextInfoMessagePayload{}, err
 	}
 	u := agent.MeasureContext(hist, llm.TokenizerFor(s.h.model))
 	payload := agentloopapi.ContextInfoMessagePayload{TokenCount: u.Tokens, TranscriptLength: u.Messages,
@@ -348,10 +365,22 @@ func (s *session) contextInfo(ctx context.Context, first bool) (agentloopapi.Out
 	if s.h.window > 0 {
 		payload.UsagePercent = float64(int(float64(u.Tokens)/float64(s.h.window)*1000+0.5)) / 10
 	}
-	if first {
-		payload.ThreadID = &s.thread
+	return payload, nil
+}
+
+// sendUnchanged answers a manual_compact that compacted nothing: a
+// context_compacted whose new count is the old one, reduction 0.
+func (s *session) sendUnchanged(ctx context.Context) {
+	u, err := s.contextUsage(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.send(s.h.errorFor(doing(err, "measure the context"), "measure the context"))
+		}
+		return
 	}
-	return agentloopapi.NewContextInfoMessage(frameID(), payload), nil
+	s.send(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+		OldTokenCount: u.TokenCount, NewTokenCount: u.TokenCount, Strategy: strategyName,
+	}))
 }
 
 func (s *session) sendContextInfo(ctx context.Context, first bool) {

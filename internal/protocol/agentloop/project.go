@@ -44,6 +44,10 @@ type projector struct {
 	// wantInfo is set by Project when the frames it returned end a turn
 	// live: the session follows them with a context_info.
 	wantInfo bool
+	// wantUnchanged is set by Project when a compaction the client asked
+	// for live ended without compacting: the session answers it with a
+	// context_compacted whose counts are equal (reduction 0).
+	wantUnchanged bool
 
 	// replayed is the approval request met in replayed history and not
 	// resolved in it so far: it is sent once the history is, so that a
@@ -187,7 +191,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 			ReductionPercent: reduction(v.OldTokens, v.NewTokens), Strategy: strategyName,
 		}))
 	case event.RunCompleted:
-		return p.endRun(e, live, v.Reason, "", "")
+		return p.endRun(e, live, v.Reason, "", v.Reply)
 	case event.RunFailed:
 		return p.endRun(e, live, "", v.Code, v.Message)
 	case event.RunCancelled:
@@ -203,7 +207,10 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 // endRun is what a run's end shows as: loading_state false,
 // agent_finished and (live) context_info for a turn; for a failed turn a
 // system message and an error frame before loading_state false; for a
-// compaction only what went wrong.
+// compaction that compacted nothing the reason as a system message (the
+// session adds a context_compacted of reduction 0, live); for one that
+// failed what went wrong. msg is the failure's message, or the reason
+// a compaction compacted nothing.
 func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []agentloopapi.Outbound {
 	p.mu.Lock()
 	p.approval, p.question = nil, "" // nothing waits once the run is over
@@ -216,7 +223,11 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 		case code != "":
 			return one(errorFrame("Compaction failed: "+msg, map[string]any{"code": code}))
 		case reason == "nothing_to_compact":
-			return one(errorFrame("There is nothing to compact yet: the conversation is too short.", map[string]any{"code": string(protocol.CodeInvalid)}))
+			p.wantUnchanged = live
+			if msg == "" {
+				msg = "There is nothing to compact yet."
+			}
+			return one(message("compact_"+e.Run, "system", msg))
 		case reason == "cancelled":
 			return one(errorFrame("The compaction was cancelled.", map[string]any{"code": "cancelled"}))
 		}
