@@ -79,6 +79,7 @@ func (r *run) act(ctx context.Context, calls []llm.ToolCall) error {
 			case event.DecisionApprove, event.DecisionApproveAlways:
 				if ans.Decision == event.DecisionApproveAlways && class.Key != "" {
 					r.remembered.add(class.Key)
+					r.systemMessage(remembering(class))
 				}
 				j := job{c, t, class, r.a.cfg.Policy.Level(class, true, r.remembered.has), ""}
 				if ans.Patch != "" {
@@ -297,6 +298,19 @@ func (r *run) systemMessage(text string) {
 	r.emit(event.MessageStarted{MessageID: id, Role: event.RoleSystem})
 	r.emit(event.MessageDelta{MessageID: id, Text: text})
 	r.emit(event.MessageCompleted{MessageID: id, Role: event.RoleSystem, Text: text})
+}
+
+// remembering says what an approve-always answer approved for the rest of
+// the thread: one exact command line, every command of one program, or
+// every call of one tool.
+func remembering(class tools.Class) string {
+	switch {
+	case tools.IsLineKey(class.Key):
+		return "Approved always: this exact command line now runs without asking in this conversation: " + strings.TrimPrefix(class.Key, "$ ")
+	case class.Effect == tools.EffectCommand:
+		return "Approved always: commands that run only " + class.Key + " now run without asking in this conversation."
+	}
+	return "Approved always: " + class.Key + " calls now run without asking in this conversation."
 }
 
 // describe names a call for people: its command line, or the tool.

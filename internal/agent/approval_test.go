@@ -114,6 +114,7 @@ func TestApprovalApproveAlways(t *testing.T) {
 		"node.entered act",
 		"tool.approval.requested bash",
 		"tool.approval.resolved approve_always",
+		"message.started system", `message.delta "Approved always: commands that run only touch now run without asking in this conversation."`, "message.completed system",
 		"tool.exec.started bash", "tool.exec.completed bash",
 		"node.exited act",
 		"node.entered think",
@@ -367,7 +368,15 @@ func TestApproveAlwaysRemembersACompoundLine(t *testing.T) {
 	r := e.start(e.agent(cfg), "raise the flag", true)
 	req := approve(t, r, 1, event.DecisionApproveAlways, "")
 	assert.Equal(t, tools.LineKey("touch flag.txt && echo raised"), req.Key)
-	e.wait(r)
+	said := e.wait(r)
+	var notices []string
+	for _, m := range payloads[event.MessageCompleted](said) {
+		if m.Role == event.RoleSystem {
+			notices = append(notices, m.Text)
+		}
+	}
+	assert.Equal(t, []string{"Approved always: this exact command line now runs without asking in this conversation: touch flag.txt && echo raised"}, notices,
+		"the answer's notice says that the exact line is remembered")
 	require.True(t, exists(t, e.workdir, "flag.txt"))
 	require.NoError(t, os.Remove(filepath.Join(e.workdir, "flag.txt")))
 

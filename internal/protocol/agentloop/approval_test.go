@@ -100,7 +100,14 @@ func TestApprovalAlwaysSurvivesRestart(t *testing.T) {
 	c.say("make a file")
 	c.expectApproval()
 	c.review("always")
-	c.turn()
+	var notices []string
+	for _, it := range items(c.turn()) {
+		if m, ok := it.(agentloopapi.MessageItem); ok && m.Role == "system" {
+			notices = append(notices, messageText(m))
+		}
+	}
+	assert.Contains(t, notices, "Approved always: commands that run only touch now run without asking in this conversation.",
+		"the answer's notice says what is remembered")
 	assert.True(t, h.exists("made.txt"))
 
 	c.say("another file")
