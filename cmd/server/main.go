@@ -9,14 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/agentwire/agentwire/internal/config"
+	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/server"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
@@ -43,7 +42,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level(cfg.LogLevel)}))
+	log, err := logs.New(stderr, cfg.LogFormat, logs.ParseLevel(cfg.LogLevel))
+	if err != nil {
+		return err
+	}
 	// Setup runs to its end even when a signal comes during it (the server
 	// then starts and shuts down at once, cleanly); only its own bound
 	// stops a store that never answers.
@@ -82,15 +84,3 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // setupTimeout bounds opening the store and the rest of the setup.
 const setupTimeout = time.Minute
-
-func level(s string) slog.Level {
-	switch strings.ToLower(s) {
-	case "debug":
-		return slog.LevelDebug
-	case "warn":
-		return slog.LevelWarn
-	case "error":
-		return slog.LevelError
-	}
-	return slog.LevelInfo
-}

@@ -101,6 +101,8 @@ type Config struct {
 	MetricsAddr string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
+	// LogFormat is text (key=value pairs) or json (an object a line).
+	LogFormat string
 	// CheckModel makes a failed check of the configured model at start
 	// fatal (it is a warning otherwise).
 	CheckModel bool
@@ -291,6 +293,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars, /debug/metrics and /metrics (default: off)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "loopback address (e.g. 127.0.0.1:9464) that serves Prometheus metrics at /metrics (default: off)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text (key=value pairs) or json (an object a line); lines of a connection carry its conn id, lines of a run its thread and run")
 	fs.StringVar(&c.Auth, "auth", "none", "authentication: none, keys (API keys from AGENTWIRE_API_KEYS or --api-keys-file) or jwt (--jwt-keys or AGENTWIRE_JWT_SECRET)")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "file of principal=key lines for --auth keys ('#' comments)")
 	fs.StringVar(&c.JWTKeys, "jwt-keys", "", "PEM public keys (RSA, Ed25519) or a JWK Set file for --auth jwt")
@@ -392,6 +395,16 @@ func (c *Config) validate(n func(flag string) string) error {
 	case "message", "chunks":
 	default:
 		errs = append(errs, fmt.Errorf("%s %q: want message or chunks", n("agentchat-stream"), c.AgentchatStream))
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: want debug, info, warn or error", n("log-level"), c.LogLevel))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: want text or json", n("log-format"), c.LogFormat))
 	}
 	switch c.CoalesceDeltas {
 	case "auto", "on", "off":

@@ -367,7 +367,7 @@ func (s *Server) handler(only string) http.Handler {
 	outer.Handle("GET /healthz", mux)
 	outer.Handle("GET /readyz", mux)
 	outer.Handle("/", identity.Middleware(s.authn, s.caps.admitting(mux)))
-	return s.guard.handler(outer)
+	return withConnID(s.guard.handler(outer))
 }
 
 // readyz answers 200 while the server takes new work: the store answers
