@@ -17,3 +17,7 @@ package generated
 //go:generate go run ../cmd/asyncapigen -in ../asyncapi/ag2.yaml -out ag2api
 //go:generate go run ../cmd/asyncapigen -in ../asyncapi/loom.yaml -out loomapi
 //go:generate go run ../cmd/asyncapigen -in ../asyncapi/agentloop.yaml -out agentloopapi
+
+// The documents as the server serves them (embedded: /openapi.yaml,
+// /asyncapi/, /schemas/) and a reference page per protocol (/reference/).
+//go:generate go run ../cmd/specdocs -root .. -out specs

@@ -366,6 +366,10 @@ func (s *Server) handler(only string) http.Handler {
 	outer := http.NewServeMux()
 	outer.Handle("GET /healthz", mux)
 	outer.Handle("GET /readyz", mux)
+	docs := specsHandler()
+	for _, p := range []string{"GET /openapi.yaml", "GET /openapi.json", "GET /asyncapi/", "GET /schemas/", "GET /reference/"} {
+		outer.Handle(p, docs)
+	}
 	outer.Handle("/", identity.Middleware(s.authn, s.caps.admitting(mux)))
 	return withConnID(s.guard.handler(outer))
 }
