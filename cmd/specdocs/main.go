@@ -59,11 +59,18 @@ func run(root, out string) error {
 		return err
 	}
 	var pages []page
+	used := map[string]bool{}
 	for _, d := range docs {
 		p, err := render(root, d)
 		if err != nil {
 			return fmt.Errorf("%s: %w", d, err)
 		}
+		if used[p.Name] {
+			// A protocol with both kinds of document (AG2's WebSocket
+			// and its REST calls): the OpenAPI one's page is NAME-rest.
+			p.Name += "-rest"
+		}
+		used[p.Name] = true
 		if err := write(filepath.Join(files, "reference", p.Name+".html"), p.HTML); err != nil {
 			return err
 		}
