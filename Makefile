@@ -34,8 +34,9 @@ bench:
 bench-e2e:
 	$(GO) run ./cmd/loadgen $(LOADGEN_FLAGS)
 
-## lint: the schema document linters CI runs (needs npm)
+## lint: the schema document linters CI runs, and tsc on the generated TypeScript (needs npm)
 lint:
 	cd .ci/lint && npm ci --no-audit --no-fund --loglevel=error
 	node .ci/lint/validate-asyncapi.mjs asyncapi/*.yaml
 	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml
+	.ci/lint/node_modules/.bin/tsc --noEmit -p generated/ts

@@ -21,3 +21,8 @@ package generated
 // The documents as the server serves them (embedded: /openapi.yaml,
 // /asyncapi/, /schemas/) and a reference page per protocol (/reference/).
 //go:generate go run ../cmd/specdocs -root .. -out specs
+
+// TypeScript types of every message, from the same documents and schemas,
+// as an npm-ready package (ts/; CI type-checks it and every example of the
+// documents with tsc --strict).
+//go:generate go run ../cmd/tsgen -root .. -out ts
