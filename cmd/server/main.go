@@ -17,6 +17,7 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/server"
+	"github.com/agentwire/agentwire/internal/tracing"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
@@ -45,6 +46,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	log, err := logs.New(stderr, cfg.LogFormat, logs.ParseLevel(cfg.LogLevel))
 	if err != nil {
 		return err
+	}
+	stopTracing, traces, err := tracing.Setup(ctx, getenv, cfg.NodeID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Spans still batched go out before the process ends.
+		if err := stopTracing(context.WithoutCancel(ctx)); err != nil {
+			log.Warn("flush the traces", "err", err)
+		}
+	}()
+	if traces != "" {
+		log.Info("tracing runs to an OTLP endpoint", "endpoint", traces)
 	}
 	// Setup runs to its end even when a signal comes during it (the server
 	// then starts and shuts down at once, cleanly); only its own bound

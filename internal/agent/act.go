@@ -9,10 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/tracing"
 )
 
 // job is a tool call cleared to run.
@@ -163,6 +167,9 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 		// askApproval checked that the tool takes an edited patch.
 		args, _ = j.tool.(tools.PatchEditor).WithPatch(args, j.edited)
 	}
+	tctx, span := tracing.Start(tctx, "agentwire.tool", attribute.String("agentwire.tool", j.call.Name),
+		attribute.String("agentwire.sandbox", j.level.String()))
+	defer span.End()
 	began := time.Now()
 	res, err := j.tool.Run(tctx, args, out)
 	took := time.Since(began)
@@ -188,6 +195,10 @@ func (r *run) exec(ctx context.Context, j job) tools.Result {
 	}
 	r.emit(event.ToolExecCompleted{CallID: j.call.ID, Name: j.call.Name, Result: res.Content, IsError: res.IsError,
 		Outcome: outcome, ExitCode: res.ExitCode, DurationMS: max(took.Milliseconds(), 1)})
+	span.SetAttributes(attribute.String("agentwire.outcome", string(outcome)))
+	if outcome != event.OutcomeOK {
+		span.SetStatus(codes.Error, string(outcome))
+	}
 	return res
 }
 
@@ -218,7 +229,12 @@ func (r *run) answered(id string) bool {
 // the model explains the call and the same request stands again; so it
 // does after an edited patch that does not parse, which the answering
 // client should have refused already.
-func (r *run) askApproval(ctx context.Context, c llm.ToolCall, t tools.Tool, class tools.Class) (event.Command, error) {
+func (r *run) askApproval(ctx context.Context, c llm.ToolCall, t tools.Tool, class tools.Class) (cmd event.Command, err error) {
+	ctx, span := tracing.Start(ctx, "agentwire.approval", attribute.String("agentwire.tool", c.Name))
+	defer func() {
+		span.SetAttributes(attribute.String("agentwire.decision", string(cmd.Decision)))
+		span.End()
+	}()
 	for {
 		wait := r.inbox.register(c.ID, event.CommandApprove)
 		r.emit(event.ToolApprovalRequested{

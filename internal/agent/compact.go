@@ -196,7 +196,7 @@ func (r *run) summarise(ctx context.Context, msgs []llm.Message) (string, error)
 		usage    *llm.Usage
 		finished bool
 	)
-	for ch, err := range r.model.Stream(ctx, req) {
+	for ch, err := range streamTraced(ctx, r.model, req, "compaction") {
 		if err != nil {
 			return "", err
 		}

@@ -444,7 +444,7 @@ func (g *groupChat) quiet(ctx context.Context, req llm.Request) (string, error) 
 	var usage []llm.Usage
 	finished := false
 	var err error
-	for ch, e := range g.model.Stream(ctx, req) {
+	for ch, e := range streamTraced(ctx, g.model, req, "speaker selection") {
 		if e != nil {
 			err = e
 			break

@@ -5,11 +5,16 @@ package agent
 import (
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
+	"github.com/agentwire/agentwire/internal/tracing"
 )
 
 // think makes one model call and streams it into events. It returns the
@@ -64,7 +69,7 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		}
 	}
 	var streamErr error
-	for ch, err := range r.model.Stream(ctx, req) {
+	for ch, err := range streamTraced(ctx, r.model, req, "step") {
 		if err != nil {
 			streamErr = err
 			break
@@ -148,4 +153,29 @@ func modelName(m llm.Model) string {
 		return ""
 	}
 	return m.Name()
+}
+
+// streamTraced is m.Stream(ctx, req) inside a span of the run's trace
+// (internal/tracing): the model, what the call was for, its tokens and
+// its error.
+func streamTraced(ctx context.Context, m llm.Model, req llm.Request, what string) iter.Seq2[llm.Chunk, error] {
+	return func(yield func(llm.Chunk, error) bool) {
+		ctx, span := tracing.Start(ctx, "agentwire.model", attribute.String("gen_ai.request.model", m.Name()), attribute.String("agentwire.purpose", what))
+		defer span.End()
+		var in, out int64
+		for ch, err := range m.Stream(ctx, req) {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, err.Error())
+			}
+			if ch.Type == llm.ChunkUsage {
+				in += int64(ch.Usage.PromptTokens)
+				out += int64(ch.Usage.CompletionTokens)
+			}
+			if !yield(ch, err) {
+				break
+			}
+		}
+		span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", in), attribute.Int64("gen_ai.usage.output_tokens", out))
+	}
 }

@@ -69,6 +69,10 @@ type RunOptions struct {
 	// older history for the model) instead of answering: the post carries
 	// no user message and records none.
 	Compact bool `json:"compact,omitempty"`
+	// Traceparent is the W3C trace context of the request that posted the
+	// run (internal/tracing), so that the run's spans join its trace on
+	// whichever node runs it; set by the run manager, not by protocols.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Answers reports whether the command answers a pending request (an

@@ -9,6 +9,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/store"
+	"github.com/agentwire/agentwire/internal/tracing"
 )
 
 // Post gives the thread a user message. The owner of the thread's runs
@@ -33,6 +34,7 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 	}
 	defer p.done()
 	in.runID, in.messageID = event.NewID(), event.NewID()
+	in.Options.Traceparent = tracing.Traceparent(ctx)
 	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
 	for {
 		took, err := m.offer(ctx, thread, in, p)

@@ -6,9 +6,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/store"
+	"github.com/agentwire/agentwire/internal/tracing"
 )
 
 // prepared is a run's spec as Config.Prepare made it from the run's
@@ -137,7 +140,12 @@ func (m *Manager) launch(a *active, sl *slot, s runStart) {
 		defer sl.wg.Done()
 		defer a.cancel(nil)
 		defer s.spec.done()
-		err := m.cfg.Runner.Run(a.ctx, spec, journal{m.cfg.Log, s.owner.thread, s.gate}, a.inbox)
+		// The run's span: a child of the poster's trace, if it sent one.
+		ctx, span := tracing.Start(tracing.Remote(a.ctx, s.in.Options.Traceparent), "agentwire.run",
+			attribute.String("agentwire.thread", s.owner.thread), attribute.String("agentwire.run", a.id),
+			attribute.String("agentwire.strategy", spec.Strategy))
+		defer span.End()
+		err := m.cfg.Runner.Run(ctx, spec, journal{m.cfg.Log, s.owner.thread, s.gate}, a.inbox)
 		if s.gate != nil && !s.gate.wait() {
 			// Undone: the thread is not this run's.
 			m.logger.Debug("dropped a run started ahead of its commit", "thread", s.owner.thread, "run", a.id,

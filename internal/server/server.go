@@ -43,6 +43,7 @@ import (
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/tools/builtin"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
+	"github.com/agentwire/agentwire/internal/tracing"
 	"github.com/agentwire/agentwire/internal/workflow"
 )
 
@@ -371,7 +372,7 @@ func (s *Server) handler(only string) http.Handler {
 		outer.Handle(p, docs)
 	}
 	outer.Handle("/", identity.Middleware(s.authn, s.caps.admitting(mux)))
-	return withConnID(s.guard.handler(outer))
+	return withConnID(tracing.Extract(s.guard.handler(outer)))
 }
 
 // readyz answers 200 while the server takes new work: the store answers
