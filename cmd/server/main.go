@@ -17,8 +17,8 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/server"
-	"github.com/agentwire/agentwire/internal/tracing"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
+	"github.com/agentwire/agentwire/internal/tracing"
 )
 
 func main() {
