@@ -29,6 +29,7 @@ type cluster struct {
 	t    *testing.T
 	args []string
 	dir  string
+	env  []string // added to every node's environment
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -68,7 +69,7 @@ func newCluster(t *testing.T) *cluster {
 // node starts one server of the cluster.
 func (c *cluster) node(id string) *proc {
 	c.t.Helper()
-	return startProc(c.t, c.dir, append([]string{"--node-id", id, "--data-dir", filepath.Join(c.dir, id)}, c.args...)...)
+	return startProcEnv(c.t, c.dir, c.env, append([]string{"--node-id", id, "--data-dir", filepath.Join(c.dir, id)}, c.args...)...)
 }
 
 func threadsClient(t *testing.T, p *proc) *threads.Client {

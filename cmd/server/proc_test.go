@@ -90,10 +90,16 @@ func cleanEnv(extra ...string) []string {
 // banner. The test kills it at cleanup if it is still running.
 func startProc(t *testing.T, dir string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, dir, nil, args...)
+}
+
+// startProcEnv is startProc with env added to the process's environment.
+func startProcEnv(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, lines: make(chan string, 256), stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(serverBinary(t), append([]string{"--addr", "127.0.0.1:0"}, args...)...)
 	p.cmd.Dir = dir
-	p.cmd.Env = cleanEnv()
+	p.cmd.Env = cleanEnv(env...)
 	stdout, err := p.cmd.StdoutPipe()
 	require.NoError(t, err)
 	p.cmd.Stderr = p.stderr

@@ -8,11 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -25,6 +27,7 @@ import (
 type otlpReceiver struct {
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	nodes []string // the agentwire.node of each span's resource
 }
 
 func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,8 +43,17 @@ func (o *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	o.mu.Lock()
 	for _, rs := range req.ResourceSpans {
+		node := ""
+		for _, a := range rs.GetResource().GetAttributes() {
+			if a.Key == "agentwire.node" {
+				node = a.GetValue().GetStringValue()
+			}
+		}
 		for _, ss := range rs.ScopeSpans {
 			o.spans = append(o.spans, ss.Spans...)
+			for range ss.Spans {
+				o.nodes = append(o.nodes, node)
+			}
 		}
 	}
 	o.mu.Unlock()
@@ -124,4 +136,51 @@ func names(spans []*tracepb.Span) []string {
 		out = append(out, s.Name)
 	}
 	return out
+}
+
+// A post that another node runs joins the poster's trace: the run's span
+// comes from the node that runs it, in the trace of the request that was
+// made to the other.
+func TestClusterRunJoinsThePostersTrace(t *testing.T) {
+	recv := &otlpReceiver{}
+	otlp := httptest.NewServer(recv)
+	defer otlp.Close()
+	c := newCluster(t)
+	c.env = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp.URL, "OTEL_BSP_SCHEDULE_DELAY=50"}
+	a, b := c.node("a"), c.node("b")
+	thread := uuid.New()
+
+	// a runs the thread's slow run; b is given the next message meanwhile.
+	slow, err := threadsClient(t, a).SendMessage(t.Context(), thread, "slow please")
+	require.NoError(t, err)
+	defer slow.Close()
+	var onA stream
+	onA.read(t, slow, 1)
+
+	const traceID, parentID = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+b.addr+"/api/v1/threads/"+thread.String(),
+		strings.NewReader(`{"text":"echo traced"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	onA.read(t, slow, -1)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Contains(t, string(body), "event: done", "the queued run ran")
+
+	require.Eventually(t, func() bool {
+		recv.mu.Lock()
+		defer recv.mu.Unlock()
+		for i, s := range recv.spans {
+			if s.Name == "agentwire.run" && hex.EncodeToString(s.TraceId) == traceID {
+				return assert.Equal(t, "a", recv.nodes[i], "the run ran on the thread's owner") &&
+					assert.Equal(t, parentID, hex.EncodeToString(s.ParentSpanId))
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "no run span in the poster's trace")
 }
