@@ -7,13 +7,16 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentwire/agentwire/internal/cli"
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/server"
@@ -27,14 +30,42 @@ func main() {
 	sandbox.Main()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, config.ErrHelp) {
+	if err := dispatch(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, config.ErrHelp) || errors.Is(err, flag.ErrHelp) {
 			return
 		}
 		fmt.Fprintln(os.Stderr, "agentwire:", err)
 		os.Exit(1)
 	}
 }
+
+// dispatch runs the subcommand args name: serve (the default: flags with
+// no subcommand serve too), threads or validate.
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	sub := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	switch sub {
+	case "", "serve":
+		return run(ctx, args, getenv, stdout, stderr)
+	case "threads":
+		return cli.Threads(ctx, args, getenv, stdin, stdout, stderr)
+	case "validate":
+		return cli.Validate(args, stdin, stdout, stderr)
+	case "help":
+		fmt.Fprint(stdout, commands)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", sub, commands)
+}
+
+const commands = `usage: agentwire [serve] [flags]        serve every protocol (the default; --help lists the flags)
+       agentwire threads ls|show|export|import [flags] [args]
+                                         read and write threads in the store (--data-dir or --database-url)
+       agentwire validate --protocol P [--direction inbound|outbound] FILE|-
+                                         check frames (JSON, one a line) against a protocol's schemas
+`
 
 // run parses the configuration, starts the server, prints where it serves,
 // and serves until ctx is done, then shuts down gracefully.

@@ -103,3 +103,23 @@ func TestRunChecksTheModel(t *testing.T) {
 		assert.Contains(t, stdout.String(), "openai gpt-test")
 	})
 }
+
+// The binary's subcommands: validate and threads go to internal/cli, an
+// unknown one is refused with the list.
+func TestDispatch(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := dispatch(context.Background(), []string{"validate", "--protocol", "loom", "-"}, func(string) string { return "" },
+		strings.NewReader(`{"type":"ping","id":"p1"}`), &stdout, &stderr)
+	require.NoError(t, err, "stderr: %s", stderr.String())
+	assert.Contains(t, stdout.String(), "valid loom inbound frame")
+
+	stdout.Reset()
+	err = dispatch(context.Background(), []string{"threads", "ls", "--data-dir", t.TempDir()}, func(string) string { return "" },
+		strings.NewReader(""), &stdout, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stdout.String(), "a new store has no threads")
+
+	err = dispatch(context.Background(), []string{"frobnicate"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "agentwire threads")
+}
