@@ -122,11 +122,11 @@ func TestImportRefusesBrokenInput(t *testing.T) {
 	good := export(t, src, th)
 	lines := strings.SplitAfter(good, "\n")
 	for name, in := range map[string]string{
-		"no header":     strings.Join(lines[1:], ""),
-		"a gap":         lines[0] + lines[1] + strings.Join(lines[3:], ""),
+		"no header":      strings.Join(lines[1:], ""),
+		"a gap":          lines[0] + lines[1] + strings.Join(lines[3:], ""),
 		"another thread": lines[0] + strings.Replace(lines[1], th, "other", 1),
-		"not JSON":      lines[0] + "{nope\n",
-		"empty":         "",
+		"not JSON":       lines[0] + "{nope\n",
+		"empty":          "",
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, _, err := cli.Import(t.Context(), openSQLite(t, t.TempDir()), strings.NewReader(in), "", nil)
