@@ -22,16 +22,23 @@
 //     `customDenyMessage` (the document's example sends null), `explanation`, and
 //     the payload of get_context_info and manual_compact. `applyPatch` may not be
 //     null (a `$ref` cannot also allow null).
-//   - user_input: `input` needs at least one item, each with a `type`, a `role`
-//     (user, system or assistant) and `content`, an array of parts. Only
-//     `message` items with text parts (input_text, output_text) are run; an
-//     item or part of any other type (input_image, input_file,
-//     function_call_output, ...) is answered with an error frame that names the
-//     type, and nothing is run. The turn runs on the `user` items' text: parts
-//     joined with a newline, items with a blank line; input with no user text is
-//     refused the same way. `system` and `assistant` items are accepted (clients
-//     replaying a transcript send them) but not fed to the model, since the
-//     thread keeps its own history.
+//   - user_input: `input` needs at least one item, each an OpenAI
+//     ResponseInputItem. An item without `type` is a message (the Responses
+//     API's short form). A message needs a `role` (user, system, developer or
+//     assistant) and `content`: a string (`{"role":"user","content":"hello"}`)
+//     or an array of parts, each with a `type` and, for text parts, a `text`.
+//     The schema cannot make `role` and `content` required for messages only,
+//     nor state a string-or-array union, so the server checks these itself and
+//     refuses a message without them like a schema failure (`Invalid message:
+//     /payload/input/0/role: is required`). Only `message` items with text
+//     parts (input_text, output_text) are run; an item or part of any other
+//     type (input_image, input_file, function_call_output, ...) is answered
+//     with an error frame that names the type (details.path points at it), and
+//     nothing is run. The turn runs on the `user` items' text: parts joined
+//     with a newline, items with a blank line; input with no user text is
+//     refused the same way. `system`, `developer` and `assistant` items are
+//     accepted (clients replaying a transcript send them) but not fed to the
+//     model, since the thread keeps its own history.
 //   - `previousResponseId` is accepted and ignored, as in the original server.
 //   - Content parts are one schema whose `type` is an enum (input_text or
 //     output_text), not a union: both kinds have the same shape. Both are valid

@@ -239,37 +239,6 @@ func (s *session) HandleUserInput(ctx context.Context, m agentloopapi.UserInputM
 	return doing(err, "process user input")
 }
 
-// inputText is the text a user_input runs on: its user items' text parts,
-// parts joined by a newline and items by a blank line. An item or part of
-// a type the server cannot run is refused by name.
-func inputText(items []agentloopapi.ResponseInputItem) (string, error) {
-	var texts []string
-	for i, it := range items {
-		if it.Type != "message" {
-			return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/type", i),
-				Message: fmt.Sprintf("Unsupported input item type %q: only message items are supported; nothing was run", it.Type)}
-		}
-		var parts []string
-		for j, part := range it.Content {
-			if part.Type != "input_text" && part.Type != "output_text" {
-				return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/content/%d/type", i, j),
-					Message: fmt.Sprintf("Unsupported content type %q: only text (input_text) is supported; nothing was run", part.Type)}
-			}
-			parts = append(parts, part.Text)
-		}
-		if it.Role == "user" {
-			if t := strings.Join(parts, "\n"); strings.TrimSpace(t) != "" {
-				texts = append(texts, t)
-			}
-		}
-	}
-	if len(texts) == 0 {
-		return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: "/payload/input",
-			Message: "The input has no user text; nothing was run"}
-	}
-	return strings.Join(texts, "\n\n"), nil
-}
-
 // reviews maps the protocol's reviews onto decisions.
 var reviews = map[string]event.Decision{
 	"yes":         event.DecisionApprove,
