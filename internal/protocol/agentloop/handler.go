@@ -250,9 +250,9 @@ var reviews = map[string]event.Decision{
 
 // HandleApprovalResponse answers the approval request the thread waits on.
 func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.ApprovalResponseMessage) error {
-	req, ok := s.proj.pendingApproval()
-	if !ok {
-		return errNoApproval
+	req, err := s.proj.answerable()
+	if err != nil {
+		return err
 	}
 	d := reviews[m.Payload.Review]
 	cmd := event.Command{Kind: event.CommandApprove, ID: req.callID, Decision: d}
@@ -282,8 +282,6 @@ func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.App
 }
 
 var (
-	errNoApproval = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
-		Message: "No approval request is pending"}
 	errAnswered = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
 		Message: "The approval request was already answered (from another client, or it is no longer pending)"}
 )
