@@ -45,8 +45,9 @@
 //     in both directions; the server sends input_text everywhere, as all of the
 //     document's examples do (its assistant example included).
 //   - approval_response carries no request id: it answers the approval request
-//     the thread is waiting on; one sent while none is pending is answered with
-//     an error frame. `customDenyMessage` is given to the model with
+//     the thread is waiting on, if it is the last one sent to the socket; one
+//     sent while none is pending is answered with an error frame (which says
+//     so when another client answered the request the socket was shown). `customDenyMessage` is given to the model with
 //     `no-continue` (and recorded with `no-exit`). `applyPatch`, with `yes` or
 //     `always` on a patch request, is the patch as the user edited it: it is
 //     checked (an envelope that does not parse is answered with an error frame
@@ -68,7 +69,14 @@
 //     `message` item with role user. An approval request can be answered from
 //     any of them (or over another protocol); the first answer wins, later ones
 //     get an error frame, and the sockets that did not answer are told with a
-//     system `message` item.
+//     system `message` item. No message of the document ends a client's wait
+//     for its user's answer (the original client leaves approval mode only when
+//     its user answers, holding back shell items meanwhile), so that notice
+//     names the command and tells the user to answer once with any choice; that
+//     answer gets an error frame saying the request was already answered from
+//     another client, and is not used. An approval_response names no request:
+//     it answers only the approval request last sent to its socket, and only
+//     while the thread waits on it.
 //   - Queue policy: a user_input sent while a turn runs is queued and starts
 //     when the turn (and any input queued before it) ends, with its own
 //     loading_state true; nothing is sent for it until then. The exception is
