@@ -506,8 +506,11 @@ type RunRequest struct {
 	WorkingFolder *string `json:"working_folder,omitempty,omitzero"`
 }
 
-// The run started; sent before the first node_enter. Envelope fields (session_id,
-// node_id, event_id) sit beside the payload and are all optional.
+// The run started; sent before the first node_enter, by agentwire only with
+// --loom-run-start: the original server never sent it and its typed client (a
+// serde enum with no catch-all variant) cannot decode it. Envelope fields
+// (session_id, node_id, event_id) sit beside the payload and are all optional;
+// agentwire sends all three (node_id run-0).
 type RunStartEvent struct {
 	// The strategy that runs. Optional. The document gives examples only; agentwire
 	// limits it to the four agents a run request may name.
