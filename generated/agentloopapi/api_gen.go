@@ -22,24 +22,32 @@
 //     `customDenyMessage` (the document's example sends null), `explanation`, and
 //     the payload of get_context_info and manual_compact. `applyPatch` may not be
 //     null (a `$ref` cannot also allow null).
-//   - user_input: `input` needs at least one item, each with a `type`, a `role`
-//     (user, system or assistant) and `content`, an array of parts. Only
-//     `message` items with text parts (input_text, output_text) are run; an
-//     item or part of any other type (input_image, input_file,
-//     function_call_output, ...) is answered with an error frame that names the
-//     type, and nothing is run. The turn runs on the `user` items' text: parts
-//     joined with a newline, items with a blank line; input with no user text is
-//     refused the same way. `system` and `assistant` items are accepted (clients
-//     replaying a transcript send them) but not fed to the model, since the
-//     thread keeps its own history.
+//   - user_input: `input` needs at least one item, each an OpenAI
+//     ResponseInputItem. An item without `type` is a message (the Responses
+//     API's short form). A message needs a `role` (user, system, developer or
+//     assistant) and `content`: a string (`{"role":"user","content":"hello"}`)
+//     or an array of parts, each with a `type` and, for text parts, a `text`.
+//     The schema cannot make `role` and `content` required for messages only,
+//     nor state a string-or-array union, so the server checks these itself and
+//     refuses a message without them like a schema failure (`Invalid message:
+//     /payload/input/0/role: is required`). Only `message` items with text
+//     parts (input_text, output_text) are run; an item or part of any other
+//     type (input_image, input_file, function_call_output, ...) is answered
+//     with an error frame that names the type (details.path points at it), and
+//     nothing is run. The turn runs on the `user` items' text: parts joined
+//     with a newline, items with a blank line; input with no user text is
+//     refused the same way. `system`, `developer` and `assistant` items are
+//     accepted (clients replaying a transcript send them) but not fed to the
+//     model, since the thread keeps its own history.
 //   - `previousResponseId` is accepted and ignored, as in the original server.
 //   - Content parts are one schema whose `type` is an enum (input_text or
 //     output_text), not a union: both kinds have the same shape. Both are valid
 //     in both directions; the server sends input_text everywhere, as all of the
 //     document's examples do (its assistant example included).
 //   - approval_response carries no request id: it answers the approval request
-//     the thread is waiting on; one sent while none is pending is answered with
-//     an error frame. `customDenyMessage` is given to the model with
+//     the thread is waiting on, if it is the last one sent to the socket; one
+//     sent while none is pending is answered with an error frame (which says
+//     so when another client answered the request the socket was shown). `customDenyMessage` is given to the model with
 //     `no-continue` (and recorded with `no-exit`). `applyPatch`, with `yes` or
 //     `always` on a patch request, is the patch as the user edited it: it is
 //     checked (an envelope that does not parse is answered with an error frame
@@ -61,7 +69,14 @@
 //     `message` item with role user. An approval request can be answered from
 //     any of them (or over another protocol); the first answer wins, later ones
 //     get an error frame, and the sockets that did not answer are told with a
-//     system `message` item.
+//     system `message` item. No message of the document ends a client's wait
+//     for its user's answer (the original client leaves approval mode only when
+//     its user answers, holding back shell items meanwhile), so that notice
+//     names the command and tells the user to answer once with any choice; that
+//     answer gets an error frame saying the request was already answered from
+//     another client, and is not used. An approval_response names no request:
+//     it answers only the approval request last sent to its socket, and only
+//     while the thread waits on it.
 //   - Queue policy: a user_input sent while a turn runs is queued and starts
 //     when the turn (and any input queued before it) ends, with its own
 //     loading_state true; nothing is sent for it until then. The exception is

@@ -363,21 +363,6 @@ func (m GetContextInfoMessagePayload) AppendJSON(b []byte) ([]byte, error) {
 // MarshalJSON encodes m with AppendJSON, without reflection.
 func (m GetContextInfoMessagePayload) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 
-// AppendJSON appends m's JSON to b, as encoding/json would write it.
-func (m InputContentPart) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
-
-func (m InputContentPart) appendJSON(b []byte) []byte {
-	b = append(b, `{"text":`...)
-	b = wire.AppendString(b, m.Text)
-	b = append(b, `,"type":`...)
-	b = wire.AppendString(b, m.Type)
-	b = append(b, '}')
-	return b
-}
-
-// MarshalJSON encodes m with AppendJSON, without reflection.
-func (m InputContentPart) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
-
 // AppendJSON appends m's JSON, with its constant fields set, to b, as encoding/json would write it.
 func (m LoadingStateMessage) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
@@ -565,28 +550,32 @@ func (m ReasoningItem) appendJSON(b []byte) []byte {
 func (m ReasoningItem) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 
 // AppendJSON appends m's JSON to b, as encoding/json would write it.
-func (m ResponseInputItem) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
-
-func (m ResponseInputItem) appendJSON(b []byte) []byte {
-	b = append(b, `{"content":`...)
-	if m.Content == nil {
-		b = append(b, `null`...)
-	} else {
-		b = append(b, '[')
-		for i1, x1 := range m.Content {
-			if i1 > 0 {
-				b = append(b, ',')
-			}
-			b = x1.appendJSON(b)
+func (m ResponseInputItem) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
+	b = append(b, '{')
+	if len(m.Content) != 0 {
+		b = append(b, `"content":`...)
+		if b, err = wire.AppendRawJSON(b, m.Content); err != nil {
+			return b[:n], err
 		}
-		b = append(b, ']')
 	}
-	b = append(b, `,"role":`...)
-	b = wire.AppendString(b, m.Role)
-	b = append(b, `,"type":`...)
-	b = wire.AppendString(b, m.Type)
+	if m.Role != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"role":`...)
+		b = wire.AppendString(b, *m.Role)
+	}
+	if m.Type != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"type":`...)
+		b = wire.AppendString(b, *m.Type)
+	}
 	b = append(b, '}')
-	return b
+	return b, nil
 }
 
 // MarshalJSON encodes m with AppendJSON, without reflection.
@@ -608,24 +597,26 @@ func (m ResponseItemMessage) appendJSON(b []byte) []byte {
 func (m ResponseItemMessage) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 
 // AppendJSON appends m's JSON, with its constant fields set, to b, as encoding/json would write it.
-func (m UserInputMessage) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
-
-func (m UserInputMessage) appendJSON(b []byte) []byte {
+func (m UserInputMessage) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
 	b = append(b, `{"id":`...)
 	b = wire.AppendString(b, m.ID)
 	b = append(b, `,"payload":`...)
-	b = m.Payload.appendJSON(b)
+	if b, err = m.Payload.AppendJSON(b); err != nil {
+		return b[:n], err
+	}
 	b = append(b, `,"type":"user_input"}`...)
-	return b
+	return b, nil
 }
 
 // MarshalJSON encodes m with AppendJSON, without reflection.
 func (m UserInputMessage) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 
 // AppendJSON appends m's JSON to b, as encoding/json would write it.
-func (m UserInputMessagePayload) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
-
-func (m UserInputMessagePayload) appendJSON(b []byte) []byte {
+func (m UserInputMessagePayload) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
 	b = append(b, `{"input":`...)
 	if m.Input == nil {
 		b = append(b, `null`...)
@@ -635,7 +626,9 @@ func (m UserInputMessagePayload) appendJSON(b []byte) []byte {
 			if i1 > 0 {
 				b = append(b, ',')
 			}
-			b = x1.appendJSON(b)
+			if b, err = x1.AppendJSON(b); err != nil {
+				return b[:n], err
+			}
 		}
 		b = append(b, ']')
 	}
@@ -644,7 +637,7 @@ func (m UserInputMessagePayload) appendJSON(b []byte) []byte {
 		b = wire.AppendString(b, *m.PreviousResponseID)
 	}
 	b = append(b, '}')
-	return b
+	return b, nil
 }
 
 // MarshalJSON encodes m with AppendJSON, without reflection.

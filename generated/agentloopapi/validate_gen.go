@@ -10,7 +10,7 @@ var enum1 = []any{"yes", "no-exit", "no-continue", "always", "explain"}
 var enum2 = []any{"input_text", "output_text"}
 var enum3 = []any{"in_progress", "completed", "incomplete"}
 var enum4 = []any{"assistant", "system", "user"}
-var enum5 = []any{"user", "system", "assistant"}
+var enum5 = []any{"user", "system", "developer", "assistant"}
 
 // validateAgentFinishedMessage checks v, found at path p, against agent_finished.json.
 func validateAgentFinishedMessage(p string, v any) error {
@@ -785,38 +785,6 @@ func validateGetContextInfoMessage(p string, v any) error {
 	return nil
 }
 
-// validateInputContentPart checks v, found at path p, against input_content_part.json.
-func validateInputContentPart(p string, v any) error {
-	{
-		o0, err := wire.Object(p, v, false)
-		if err != nil {
-			return err
-		}
-		if o0 != nil {
-			if err := wire.Required(p, o0, "type", "text"); err != nil {
-				return err
-			}
-			if x0, ok := o0["type"]; ok {
-				{
-					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
-					if err != nil {
-						return err
-					}
-				}
-			}
-			if x0, ok := o0["text"]; ok {
-				{
-					_, _, err := wire.String(wire.Field(p, "text"), x0, false)
-					if err != nil {
-						return err
-					}
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // validateLoadingStateMessage checks v, found at path p, against loading_state.json.
 func validateLoadingStateMessage(p string, v any) error {
 	{
@@ -1228,9 +1196,6 @@ func validateResponseInputItem(p string, v any) error {
 			return err
 		}
 		if o0 != nil {
-			if err := wire.Required(p, o0, "type", "role", "content"); err != nil {
-				return err
-			}
 			if x0, ok := o0["type"]; ok {
 				{
 					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
@@ -1246,27 +1211,8 @@ func validateResponseInputItem(p string, v any) error {
 						return err
 					}
 				}
-				if err := wire.Enum(wire.Field(p, "role"), x0, enum5, "\"user\", \"system\", \"assistant\""); err != nil {
+				if err := wire.Enum(wire.Field(p, "role"), x0, enum5, "\"user\", \"system\", \"developer\", \"assistant\""); err != nil {
 					return err
-				}
-			}
-			if x0, ok := o0["content"]; ok {
-				{
-					q1 := wire.Field(p, "content")
-					{
-						a1, isNull, err := wire.Array(q1, x0, false)
-						if err != nil {
-							return err
-						}
-						if !isNull {
-							for i1, x1 := range a1 {
-								p1 := wire.Index(q1, i1)
-								if err := validateInputContentPart(p1, x1); err != nil {
-									return err
-								}
-							}
-						}
-					}
 				}
 			}
 		}

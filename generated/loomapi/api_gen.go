@@ -23,19 +23,33 @@
 //     otherwise the server makes one up. Every `run_stream_event`, the `run_end` and a run's
 //     `error` carry it.
 //   - A run belongs to an agentwire thread: `thread_id` names it (shared with the other
-//     protocols), and without one a new thread is started. Stream events carry the thread id
-//     as `session_id`.
+//     protocols), and without one a new thread is started. Stream events and `run_end` carry
+//     the thread id as `session_id`. The original server sent the run id as `session_id`
+//     (and its client checks that they are equal): a new thread takes the run id as its id
+//     when the server chose the run id (no `id` in the request), so `session_id` is the run
+//     id, as the original sent, and is also the `thread_id` that continues the thread, from
+//     Loom or any other protocol. A run with a client-chosen `id` and no `thread_id` gets a
+//     new thread `run-<random>`, so that a reused `id` never continues an older thread.
 //   - `event_id` counts the frames of a run from 1 (as the original server and §7.1 do) and
 //     `run_end` takes the next number; the schemas allow 0 because the document's example
-//     starts there. `node_id` is `run-<node name>-<n>`, set at each `node_enter`.
+//     starts there. `node_id` is `run-<node name>-<n>`, set at each `node_enter`; the
+//     document makes it optional, but the original server sent it on every event and `run_end`
+//     (`run-0` before the first `node_enter`) and its client's tests require it, so agentwire
+//     does the same.
+//   - `run_start`: the original server never sent it, and the original typed client
+//     (`loom::ProtocolEvent`, a serde enum with no catch-all variant) cannot decode it, so by
+//     default agentwire does not send it either. `--loom-run-start` sends the document's
+//     `run_start` (with `run_id`, `message` and `agent`) before a run's first `node_enter`,
+//     for clients that follow the document.
 //   - `got_expand` has a payload field `node_id`, the same name as the envelope field: on
 //     that event `node_id` is the payload (the expanded plan node) and no envelope `node_id`
 //     is sent.
 //   - `node_exit.result` is `"Ok"` or `{"Err": <message>}`; the schema conventions have no
 //     string-or-object union, so it is declared as any JSON value and described.
-//   - `checkpoint` fields, named by the document without types, are all required:
-//     `timestamp` is RFC 3339 (UTC), `step` an integer, `checkpoint_ns` empty for the run's
-//     own graph. Token counts, event ids, node and edge counts and candidate indexes are
+//   - `checkpoint` fields, named by the document without types: `timestamp` is RFC 3339 (UTC),
+//     `step` an integer; `checkpoint_ns` is left out for the run's own graph (the original
+//     server sent `null`, and the original client refuses an empty string), so it is optional
+//     and never empty. Token counts, event ids, node and edge counts and candidate indexes are
 //     integers of at least 0; ToT scores are numbers.
 //   - `run_start.agent` is one of the four agents a `run` may name.
 //   - `working_folder` is resolved inside the server's configured working folder
@@ -71,7 +85,7 @@
 //   - The state snapshots: after every `node_exit` the run sends `updates` (the node name and
 //     the part of the state that node changed), `values` (the whole state) and `checkpoint`
 //     (the whole state with a checkpoint id, the time, the step — the number of nodes run so
-//     far — the thread id and an empty `checkpoint_ns`). The state is an object with
+//     far — and the thread id; no `checkpoint_ns`). The state is an object with
 //     `messages` (the run's conversation: user message, assistant text, tool calls and tool
 //     results, as `{role, content}` with `tool_calls`/`call_id` where they apply), `turns`
 //     (model calls so far) and, for the strategies that have them, `tot` (depth, candidates,
@@ -90,8 +104,8 @@
 //     and a context compaction (`context_compacted`).
 //   - The reply line of loom-stream-events.md §5 (`reply` with the envelope fields, no
 //     `type`) is not a WebSocket message: over the WebSocket those fields travel in
-//     `run_end`. Its schema is kept as the component schema `Reply` for line-based
-//     transports.
+//     `run_end`. Its schema is kept in schemas/loom/reply.json for line-based transports and
+//     is no component of this document.
 package loomapi
 
 import (

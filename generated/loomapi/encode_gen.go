@@ -37,8 +37,10 @@ func (m CheckpointEvent) AppendJSON(b []byte) ([]byte, error) {
 	var err error
 	b = append(b, `{"checkpoint_id":`...)
 	b = wire.AppendString(b, m.CheckpointID)
-	b = append(b, `,"checkpoint_ns":`...)
-	b = wire.AppendString(b, m.CheckpointNs)
+	if m.CheckpointNs != nil {
+		b = append(b, `,"checkpoint_ns":`...)
+		b = wire.AppendString(b, *m.CheckpointNs)
+	}
 	if m.EventID != nil {
 		b = append(b, `,"event_id":`...)
 		b = strconv.AppendInt(b, int64(*m.EventID), 10)

@@ -23,16 +23,18 @@ type CancelRequest struct {
 }
 
 // The run's state was saved. The document names the fields without types or
-// optionality; all six are required here and their types are the ones the original
-// server sent. Envelope fields (session_id, node_id, event_id) sit beside the
-// payload and are all optional.
+// optionality; checkpoint_ns is optional (the original client refuses an empty
+// one, so agentwire leaves it out for the run's own graph), the other five are
+// required, and their types are the ones the original server sent. Envelope fields
+// (session_id, node_id, event_id) sit beside the payload and are all optional.
 type CheckpointEvent struct {
 	// Identifies the saved checkpoint.
 	CheckpointID string `json:"checkpoint_id"`
 
-	// Namespace of the checkpoint: empty for the run's own graph, otherwise names the
-	// sub-graph.
-	CheckpointNs string `json:"checkpoint_ns"`
+	// Namespace of the checkpoint: names the sub-graph the checkpoint belongs to;
+	// left out for the run's own graph (agentwire sends none). Optional, and never
+	// empty when sent.
+	CheckpointNs *string `json:"checkpoint_ns,omitempty,omitzero"`
 
 	// Envelope: the frame's sequence number, increasing by one on every frame of the
 	// run (run_end takes the next one). agentwire counts from 1, as the original
@@ -41,13 +43,17 @@ type CheckpointEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// The saved state (any JSON value; its shape depends on the agent).
@@ -76,13 +82,17 @@ type CustomEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "custom".
@@ -132,7 +142,10 @@ type GotExpandEvent struct {
 	NodesAdded int `json:"nodes_added"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_expand".
@@ -152,16 +165,20 @@ type GotNodeCompleteEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// A short account of the sub-task's result.
 	ResultSummary string `json:"result_summary"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_node_complete".
@@ -184,13 +201,17 @@ type GotNodeFailedEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_node_failed".
@@ -210,13 +231,17 @@ type GotNodeStartEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_node_start".
@@ -239,16 +264,20 @@ type GotPlanEvent struct {
 	NodeCount int `json:"node_count"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// The ids of the plan's nodes, as got_node_* events name them.
 	NodeIds []string `json:"node_ids"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "got_plan".
@@ -300,13 +329,17 @@ type MessageChunkEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "message_chunk".
@@ -327,13 +360,17 @@ type NodeEnterEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "node_enter".
@@ -353,9 +390,10 @@ type NodeExitEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// How the node ended: the string "Ok", or an object {"Err": <message>} with the
@@ -366,7 +404,10 @@ type NodeExitEvent struct {
 	Result json.RawMessage `json:"result"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "node_exit".
@@ -465,8 +506,11 @@ type RunRequest struct {
 	WorkingFolder *string `json:"working_folder,omitempty,omitzero"`
 }
 
-// The run started; sent before the first node_enter. Envelope fields (session_id,
-// node_id, event_id) sit beside the payload and are all optional.
+// The run started; sent before the first node_enter, by agentwire only with
+// --loom-run-start: the original server never sent it and its typed client (a
+// serde enum with no catch-all variant) cannot decode it. Envelope fields
+// (session_id, node_id, event_id) sit beside the payload and are all optional;
+// agentwire sends all three (node_id run-0).
 type RunStartEvent struct {
 	// The strategy that runs. Optional. The document gives examples only; agentwire
 	// limits it to the four agents a run request may name.
@@ -482,9 +526,10 @@ type RunStartEvent struct {
 	Message *string `json:"message,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// The run id, the same as the id of the frames that carry the run's events.
@@ -492,7 +537,10 @@ type RunStartEvent struct {
 	RunID *string `json:"run_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "run_start".
@@ -529,13 +577,17 @@ type ThoughtChunkEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "thought_chunk".
@@ -578,13 +630,17 @@ type ToolApprovalEvent struct {
 	Name string `json:"name"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_approval".
@@ -654,13 +710,17 @@ type ToolCallChunkEvent struct {
 	Name *string `json:"name,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_call_chunk".
@@ -687,13 +747,17 @@ type ToolCallEvent struct {
 	Name string `json:"name"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_call".
@@ -723,16 +787,20 @@ type ToolEndEvent struct {
 	Name string `json:"name"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// The result text the model sees, or the error's text.
 	Result string `json:"result"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_end".
@@ -760,13 +828,17 @@ type ToolOutputEvent struct {
 	Name string `json:"name"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_output".
@@ -853,13 +925,17 @@ type ToolStartEvent struct {
 	Name string `json:"name"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tool_start".
@@ -909,16 +985,20 @@ type TotBacktrackEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Why the current path was abandoned.
 	Reason string `json:"reason"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// The depth the search returns to.
@@ -941,16 +1021,20 @@ type TotEvaluateEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Score of each candidate, in candidate order (may be empty).
 	Scores []float64 `json:"scores"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tot_evaluate".
@@ -970,13 +1054,17 @@ type TotExpandEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Always "tot_expand".
@@ -996,13 +1084,17 @@ type UpdatesEvent struct {
 	ID string `json:"id"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// The state after the merge (any JSON value; its shape depends on the agent).
@@ -1025,16 +1117,20 @@ type UsageEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Input tokens.
 	PromptTokens int `json:"prompt_tokens"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// Sum of prompt_tokens and completion_tokens.
@@ -1117,13 +1213,17 @@ type ValuesEvent struct {
 	EventID *int `json:"event_id,omitempty,omitzero"`
 
 	// Envelope: the node run (span) the event belongs to, set at each node_enter and
-	// kept until the matching node_exit; agentwire, like the original server, names
-	// it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id
-	// tells frames apart. Optional; absent before the first node_enter.
+	// kept until the matching node_exit; agentwire names it run-<node name>-<n> with
+	// n counting the node's runs. It may repeat; event_id tells frames apart.
+	// Optional in the document; agentwire sends it on every event (run-0 before the
+	// first node_enter, as the original server did, whose client requires it).
 	NodeID *string `json:"node_id,omitempty,omitzero"`
 
 	// Envelope: the session the event belongs to, the same on every frame of it.
-	// agentwire sends the thread id of the run. Optional.
+	// agentwire sends the run's thread id; a run without thread_id starts a new
+	// thread whose id is the run id when the server chose the run id (what the
+	// original server sent as session_id), so that a later run's thread_id continues
+	// it. Optional.
 	SessionID *string `json:"session_id,omitempty,omitzero"`
 
 	// The state (any JSON value; its shape depends on the agent).

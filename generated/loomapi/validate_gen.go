@@ -114,7 +114,7 @@ func validateCheckpointEvent(p string, v any) error {
 			return err
 		}
 		if o0 != nil {
-			if err := wire.Required(p, o0, "type", "checkpoint_id", "timestamp", "step", "state", "thread_id", "checkpoint_ns"); err != nil {
+			if err := wire.Required(p, o0, "type", "checkpoint_id", "timestamp", "step", "state", "thread_id"); err != nil {
 				return err
 			}
 			if err := wire.Closed(p, o0, "type", "checkpoint_id", "timestamp", "step", "state", "thread_id", "checkpoint_ns", "session_id", "node_id", "event_id"); err != nil {
@@ -170,9 +170,14 @@ func validateCheckpointEvent(p string, v any) error {
 			}
 			if x0, ok := o0["checkpoint_ns"]; ok {
 				{
-					_, _, err := wire.String(wire.Field(p, "checkpoint_ns"), x0, false)
+					s1, isNull, err := wire.String(wire.Field(p, "checkpoint_ns"), x0, false)
 					if err != nil {
 						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "checkpoint_ns"), s1, 1); err != nil {
+							return err
+						}
 					}
 				}
 			}

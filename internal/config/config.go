@@ -139,6 +139,10 @@ type Config struct {
 	// AG2LegacyTypes makes the AG2 adapter also send the legacy
 	// un-namespaced duplicate of every chat.* frame.
 	AG2LegacyTypes bool
+	// LoomRunStart makes the Loom adapter send the run_start event of
+	// loom-stream-events.md before a run's first node_enter (the original
+	// server sent none, and its typed client refuses one).
+	LoomRunStart bool
 	// Prices is a YAML price table (USD per million tokens by model) that
 	// replaces the built-in one for usage costs.
 	Prices string
@@ -308,6 +312,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.Float64Var(&c.AG2Rate, "ag2-rate", 5, "AG2 chat.* client messages a second, per socket and per user_id (0: no limit)")
 	fs.IntVar(&c.AG2Burst, "ag2-burst", 10, "AG2 chat.* client messages at once before --ag2-rate applies")
 	fs.BoolVar(&c.AG2LegacyTypes, "ag2-legacy-types", false, "AG2: also send the legacy un-namespaced duplicate of every chat.* frame, for old frontends")
+	fs.BoolVar(&c.LoomRunStart, "loom-run-start", false, "Loom: send the document's run_start event before a run's first node_enter (the original server sent none; its typed client refuses it)")
 	fs.StringVar(&c.Prices, "prices", "", "YAML price table (USD per million prompt/completion tokens by model) for usage costs (default: built in)")
 }
 

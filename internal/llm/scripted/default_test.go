@@ -2,6 +2,7 @@ package scripted_test
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -146,4 +147,18 @@ func TestDefaultSummarises(t *testing.T) {
 	require.NoError(t, got.err)
 	assert.Regexp(t, regexp.MustCompile(`(?s)^## Goals\n.+## Decisions\n.+## Files touched\n.+## Open tasks\n`), got.text)
 	assert.Empty(t, got.calls)
+}
+
+// TestDefaultAnswersRustNews: the prompt of the original Loom server's
+// e2e_run_react gets a reply in one turn that mentions Rust, which that
+// test requires of the run_end's reply.
+func TestDefaultAnswersRustNews(t *testing.T) {
+	m := defaultModel()
+	fallback := play(t, m, req(user("?"))).text
+	got := play(t, m, req(user("Search the web for recent Rust programming language news and summarize one or two items in a short reply.")))
+	require.NoError(t, got.err)
+	assert.NotEqual(t, fallback, got.text)
+	assert.Contains(t, strings.ToLower(got.text), "rust")
+	assert.Empty(t, got.calls)
+	assert.Equal(t, llm.FinishStop, got.finish)
 }

@@ -243,37 +243,6 @@ func (s *session) HandleUserInput(ctx context.Context, m agentloopapi.UserInputM
 	return doing(err, "process user input")
 }
 
-// inputText is the text a user_input runs on: its user items' text parts,
-// parts joined by a newline and items by a blank line. An item or part of
-// a type the server cannot run is refused by name.
-func inputText(items []agentloopapi.ResponseInputItem) (string, error) {
-	var texts []string
-	for i, it := range items {
-		if it.Type != "message" {
-			return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/type", i),
-				Message: fmt.Sprintf("Unsupported input item type %q: only message items are supported; nothing was run", it.Type)}
-		}
-		var parts []string
-		for j, part := range it.Content {
-			if part.Type != "input_text" && part.Type != "output_text" {
-				return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: fmt.Sprintf("/payload/input/%d/content/%d/type", i, j),
-					Message: fmt.Sprintf("Unsupported content type %q: only text (input_text) is supported; nothing was run", part.Type)}
-			}
-			parts = append(parts, part.Text)
-		}
-		if it.Role == "user" {
-			if t := strings.Join(parts, "\n"); strings.TrimSpace(t) != "" {
-				texts = append(texts, t)
-			}
-		}
-	}
-	if len(texts) == 0 {
-		return "", &protocol.Error{Code: protocol.CodeInvalid, Type: agentloopapi.TypeUserInput, Path: "/payload/input",
-			Message: "The input has no user text; nothing was run"}
-	}
-	return strings.Join(texts, "\n\n"), nil
-}
-
 // reviews maps the protocol's reviews onto decisions.
 var reviews = map[string]event.Decision{
 	"yes":         event.DecisionApprove,
@@ -285,9 +254,9 @@ var reviews = map[string]event.Decision{
 
 // HandleApprovalResponse answers the approval request the thread waits on.
 func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.ApprovalResponseMessage) error {
-	req, ok := s.proj.pendingApproval()
-	if !ok {
-		return errNoApproval
+	req, err := s.proj.answerable()
+	if err != nil {
+		return err
 	}
 	d := reviews[m.Payload.Review]
 	cmd := event.Command{Kind: event.CommandApprove, ID: req.callID, Decision: d}
@@ -317,8 +286,6 @@ func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.App
 }
 
 var (
-	errNoApproval = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
-		Message: "No approval request is pending"}
 	errAnswered = &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
 		Message: "The approval request was already answered (from another client, or it is no longer pending)"}
 )

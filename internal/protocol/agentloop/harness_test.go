@@ -144,8 +144,14 @@ func (c *client) say(text string) {
 func userInput(text string) agentloopapi.UserInputMessage {
 	return agentloopapi.UserInputMessage{ID: uuid.NewString(), Type: agentloopapi.TypeUserInput,
 		Payload: agentloopapi.UserInputMessagePayload{Input: []agentloopapi.ResponseInputItem{{
-			Type: "message", Role: "user", Content: []agentloopapi.InputContentPart{{Type: "input_text", Text: text}},
+			Type: new("message"), Role: new("user"), Content: textContent(text),
 		}}}}
+}
+
+// textContent is a message's content: one input_text part.
+func textContent(text string) json.RawMessage {
+	b, _ := json.Marshal([]map[string]string{{"type": "input_text", "text": text}})
+	return b
 }
 
 func (c *client) review(review string) {

@@ -55,10 +55,15 @@ type projector struct {
 	replayed *event.ToolApprovalRequested
 
 	mu       sync.Mutex
-	approval *approval       // the approval request the thread waits on
-	question string          // the input request the thread waits on
-	own      map[string]bool // ids of user messages this connection posted
-	answered map[string]bool // call ids this connection answered
+	approval *approval // the approval request the thread waits on
+	sent     *approval // the last approval request sent to this connection
+	// elsewhere is set when sent was answered from another client: what
+	// that client decided, for the error that answers this client's own
+	// late answer.
+	elsewhere string
+	question  string          // the input request the thread waits on
+	own       map[string]bool // ids of user messages this connection posted
+	answered  map[string]bool // call ids this connection answered
 }
 
 // call is a tool call whose item or output is not sent yet.
@@ -70,8 +75,9 @@ type call struct {
 
 // approval is a pending approval request.
 type approval struct {
-	callID string
-	patch  string // the patch under review; "" for a command
+	callID  string
+	patch   string // the patch under review; "" for a command
+	command string // what the request shows, for the notices that name it
 }
 
 var _ protocol.Projector[agentloopapi.Outbound] = (*projector)(nil)
@@ -86,7 +92,7 @@ func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
 	out := p.project(e)
 	if e.Seq == p.head && p.replayed != nil {
 		// The end of the history: the request it leaves pending.
-		out = append(out, approvalRequest(*p.replayed))
+		out = append(out, p.request(*p.replayed))
 		p.replayed = nil
 	}
 	return out
@@ -134,13 +140,13 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		return nil
 	case event.ToolApprovalRequested:
 		p.mu.Lock()
-		p.approval = &approval{callID: v.CallID, patch: v.Patch}
+		p.approval = &approval{callID: v.CallID, patch: v.Patch, command: shown(v)}
 		p.mu.Unlock()
 		if !live {
 			p.replayed = &v
 			return nil
 		}
-		return one(approvalRequest(v))
+		return one(p.request(v))
 	case event.ToolApprovalResolved:
 		if p.replayed != nil && p.replayed.CallID == v.CallID {
 			p.replayed = nil
@@ -151,10 +157,17 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		}
 		mine := p.answered[v.CallID]
 		delete(p.answered, v.CallID)
+		command := ""
+		if p.sent != nil && p.sent.callID == v.CallID {
+			command = p.sent.command
+			if !mine && v.Decision != event.DecisionExplain {
+				p.elsewhere = decided(v.Decision)
+			}
+		}
 		p.mu.Unlock()
 		var out []agentloopapi.Outbound
 		if live && !mine {
-			out = append(out, message("notice_"+e.ID, "system", answeredElsewhere(v.Decision)))
+			out = append(out, message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)))
 		}
 		if v.Decision != event.DecisionExplain {
 			out = append(out, p.showCall(v.CallID)...)
@@ -281,6 +294,36 @@ func (p *projector) pendingApproval() (approval, bool) {
 	return *p.approval, true
 }
 
+// answerable returns the approval request an approval_response of this
+// connection answers: the one the thread waits on, if it is the last one
+// sent to this connection. An approval_response names no request, so an
+// answer to a request that was answered from another client (which the
+// original client keeps asking about) must not answer a later one; it
+// gets an error that says what happened.
+func (p *projector) answerable() (approval, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.approval != nil && p.sent != nil && p.approval.callID == p.sent.callID {
+		return *p.approval, nil
+	}
+	if p.sent != nil && p.elsewhere != "" {
+		return approval{}, &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
+			Message: "The approval request for `" + p.sent.command + "` was already answered from another client, which " +
+				p.elsewhere + "; this answer was not used."}
+	}
+	return approval{}, &protocol.Error{Code: protocol.CodeUnknownRequest, Type: agentloopapi.TypeApprovalResponse,
+		Message: "No approval request is pending"}
+}
+
+// request is the approval_request frame of v, recorded as the last one
+// sent to this connection.
+func (p *projector) request(v event.ToolApprovalRequested) agentloopapi.Outbound {
+	p.mu.Lock()
+	p.sent, p.elsewhere = &approval{callID: v.CallID, patch: v.Patch, command: shown(v)}, ""
+	p.mu.Unlock()
+	return approvalRequest(v)
+}
+
 // pendingQuestion returns the id of the input request the thread waits on.
 func (p *projector) pendingQuestion() string {
 	p.mu.Lock()
@@ -376,7 +419,22 @@ func shellArgv(args string) []string {
 	return []string{"bash", "-c", a.Command}
 }
 
-func answeredElsewhere(d event.Decision) string {
+// shown is what an approval request shows of its call, as the original
+// client prints it (the command's words joined by spaces), cut short.
+func shown(v event.ToolApprovalRequested) string {
+	cmd := approvalRequest(v).Payload.Command
+	s := strings.Join(cmd, " ")
+	if len(cmd) > 0 && cmd[0] == "apply_patch" {
+		s = "apply_patch"
+	}
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:119]) + "…"
+	}
+	return s
+}
+
+// decided is what another client's decision did to a request.
+func decided(d event.Decision) string {
 	what := map[event.Decision]string{
 		event.DecisionApprove:       "approved it",
 		event.DecisionApproveAlways: "approved it, and the same kind of call from now on",
@@ -387,7 +445,28 @@ func answeredElsewhere(d event.Decision) string {
 	if what == "" {
 		what = "answered it"
 	}
-	return "The approval request was answered from another client, which " + what + "."
+	return what
+}
+
+// answeredElsewhere is the notice that tells a client another one
+// answered the approval request it was shown. No message of the document
+// ends a client's wait for its user's answer (the original client leaves
+// it only when its user answers, and meanwhile holds back shell items and
+// takes the next line as an answer), so the notice says to answer once
+// with any choice: that answer gets an error frame and is not used.
+func answeredElsewhere(command string, d event.Decision) string {
+	about := "The approval request"
+	if command != "" {
+		about += " for `" + command + "`"
+	}
+	msg := about + " was answered from another client, which " + decided(d) + "."
+	if d == event.DecisionExplain {
+		return msg + " The request is asked again after the explanation."
+	}
+	if command == "" {
+		return msg
+	}
+	return msg + " If this client still asks you to approve it, answer once with any choice to go on: that answer is not used."
 }
 
 func reduction(old, new int) float64 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/agentloopapi"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
 )
 
 // project runs events through a projector whose replay ends at head and
@@ -93,12 +94,13 @@ func TestProjectCallsWithoutApproval(t *testing.T) {
 	assert.Equal(t, []string{"approval_request"}, got)
 	a, ok := p.pendingApproval()
 	require.True(t, ok)
-	assert.Equal(t, approval{callID: "c"}, a)
+	assert.Equal(t, approval{callID: "c", command: `write_file {"path":"x"}`}, a)
 	got = project(t, p,
 		ev(3, "r", event.ToolApprovalResolved{CallID: "c", Decision: event.DecisionDenyContinue}),
 		ev(4, "r", event.ToolExecCompleted{CallID: "c", Name: "write_file", Result: "aborted", IsError: true}))
 	assert.Equal(t, []string{
-		"response_item/system: The approval request was answered from another client, which denied it; the agent carries on.",
+		"response_item/system: The approval request for `write_file {\"path\":\"x\"}` was answered from another client, which denied it; the agent carries on." +
+			" If this client still asks you to approve it, answer once with any choice to go on: that answer is not used.",
 		"response_item", "response_item",
 	}, got)
 	_, ok = p.pendingApproval()
@@ -135,4 +137,54 @@ func TestReplayAsksOnlyWhatIsPending(t *testing.T) {
 	q := newProjector(2)
 	assert.Equal(t, []string{"loading_state"}, project(t, q, ev(1, "r1", event.RunStarted{}), ev(2, "r1", event.ToolCallCompleted{CallID: "c1", Name: "bash"})))
 	assert.Equal(t, []string{"approval_request"}, project(t, q, ev(3, "r1", asked("c1"))), "live")
+}
+
+// An approval_response answers the last approval request sent to the
+// connection, and only while the thread waits on it: once another client
+// answered it, this connection's late answer is refused with an error
+// that says so, also when the thread waits on a newer request this
+// connection was not sent yet.
+func TestAnswerableIsTheLastRequestSent(t *testing.T) {
+	asked := func(call string) event.ToolApprovalRequested {
+		return event.ToolApprovalRequested{CallID: call, Name: "bash", Command: []string{"touch", call}}
+	}
+	p := newProjector(0)
+	assert.Equal(t, []string{"approval_request"}, project(t, p, ev(1, "r", asked("c1"))))
+	a, err := p.answerable()
+	require.NoError(t, err)
+	assert.Equal(t, "c1", a.callID)
+
+	got := project(t, p, ev(2, "r", event.ToolApprovalResolved{CallID: "c1", Decision: event.DecisionApprove}))
+	assert.Equal(t, []string{"response_item/system: The approval request for `touch c1` was answered from another client, which approved it." +
+		" If this client still asks you to approve it, answer once with any choice to go on: that answer is not used."}, got)
+	stale := "The approval request for `touch c1` was already answered from another client, which approved it; this answer was not used."
+	_, err = p.answerable()
+	assert.Equal(t, stale, protocol.AsError(err).Message)
+
+	// The thread waits on c2, which this connection was not sent yet: the
+	// late answer to c1 does not answer it.
+	p.mu.Lock()
+	p.approval = &approval{callID: "c2", command: "touch c2"}
+	p.mu.Unlock()
+	_, err = p.answerable()
+	assert.Equal(t, stale, protocol.AsError(err).Message)
+
+	assert.Equal(t, []string{"approval_request"}, project(t, p, ev(3, "r", asked("c2"))))
+	a, err = p.answerable()
+	require.NoError(t, err)
+	assert.Equal(t, "c2", a.callID)
+
+	// An explanation asked for elsewhere: the request is asked again.
+	got = project(t, p, ev(4, "r", event.ToolApprovalResolved{CallID: "c2", Decision: event.DecisionExplain}))
+	assert.Equal(t, []string{"response_item/system: The approval request for `touch c2` was answered from another client, which asked the agent to explain it." +
+		" The request is asked again after the explanation."}, got)
+	_, err = p.answerable()
+	assert.Equal(t, "No approval request is pending", protocol.AsError(err).Message)
+
+	// This connection's own answer is not refused afterwards as another's.
+	assert.Equal(t, []string{"approval_request"}, project(t, p, ev(5, "r", asked("c2"))))
+	p.answer("c2")
+	assert.Empty(t, project(t, p, ev(6, "r", event.ToolApprovalResolved{CallID: "c2", Decision: event.DecisionApprove})))
+	_, err = p.answerable()
+	assert.Equal(t, "No approval request is pending", protocol.AsError(err).Message)
 }

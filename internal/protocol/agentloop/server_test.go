@@ -128,6 +128,20 @@ func TestErrors(t *testing.T) {
 			`Unsupported content type "input_image"`, "invalid", "/payload/input/0/content/0/type"},
 		{"non-message item", `{"id":"1","type":"user_input","payload":{"input":[{"type":"function_call_output","role":"user","content":[]}]}}`,
 			`Unsupported input item type "function_call_output"`, "invalid", "/payload/input/0/type"},
+		{"image after text, the issue's frame", `{"id":"1","type":"user_input","payload":{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"look"},{"type":"input_image","image_url":"https://example.com/a.png"}]}]}}`,
+			`Unsupported content type "input_image"`, "invalid", "/payload/input/0/content/1/type"},
+		{"output item without role or content", `{"id":"1","type":"user_input","payload":{"input":[{"type":"function_call_output","call_id":"c1","output":"done"}]}}`,
+			`Unsupported input item type "function_call_output"`, "invalid", "/payload/input/0/type"},
+		{"message without role", `{"id":"1","type":"user_input","payload":{"input":[{"content":"hi"}]}}`,
+			"Invalid message: /payload/input/0/role: is required", "invalid", "/payload/input/0/role"},
+		{"message without content", `{"id":"1","type":"user_input","payload":{"input":[{"type":"message","role":"user"}]}}`,
+			"Invalid message: /payload/input/0/content: is required", "invalid", "/payload/input/0/content"},
+		{"content neither string nor array", `{"id":"1","type":"user_input","payload":{"input":[{"role":"user","content":7}]}}`,
+			"Invalid message: /payload/input/0/content: must be a string or an array of content parts", "invalid", "/payload/input/0/content"},
+		{"text part without text", `{"id":"1","type":"user_input","payload":{"input":[{"role":"user","content":[{"type":"input_text"}]}]}}`,
+			"Invalid message: /payload/input/0/content/0/text: is required", "invalid", "/payload/input/0/content/0/text"},
+		{"part without type", `{"id":"1","type":"user_input","payload":{"input":[{"role":"user","content":[{"text":"hi"}]}]}}`,
+			"Invalid message: /payload/input/0/content/0/type: is required", "invalid", "/payload/input/0/content/0/type"},
 		{"no user text", `{"id":"1","type":"user_input","payload":{"input":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"hi"}]}]}}`,
 			"The input has no user text", "invalid", "/payload/input"},
 		{"no pending approval", `{"id":"1","type":"approval_response","payload":{"review":"yes","customDenyMessage":null}}`,
@@ -148,6 +162,25 @@ func TestErrors(t *testing.T) {
 	frames := c.turn()
 	assert.Equal(t, "You said: echo still here", messageText(items(frames)[0]))
 	assert.Equal(t, 2, frames[len(frames)-1].(agentloopapi.ContextInfoMessage).Payload.TranscriptLength, "the refused input left no trace")
+}
+
+// user_input takes OpenAI's ResponseInputItem as the document says: the
+// short form (string content, no type), a developer item beside the
+// user's, and content arrays; each runs on the user's text.
+func TestInputForms(t *testing.T) {
+	h := start(t, testConfig(t))
+	c := h.dial("")
+	for _, tc := range []struct{ name, input, reply string }{
+		{"short form", `[{"role":"user","content":"echo short"}]`, "You said: echo short"},
+		{"short form with type", `[{"type":"message","role":"user","content":"echo typed"}]`, "You said: echo typed"},
+		{"developer item", `[{"role":"developer","content":"Be brief."},{"role":"user","content":"echo dev"}]`, "You said: echo dev"},
+		{"parts without item type", `[{"role":"user","content":[{"type":"input_text","text":"echo parts"}]}]`, "You said: echo parts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.sendRaw(`{"id":"in-` + tc.name + `","type":"user_input","payload":{"input":` + tc.input + `}}`)
+			assert.Equal(t, tc.reply, messageText(items(c.turn())[0]))
+		})
+	}
 }
 
 // A model failure shows as the document's error scenario: a system

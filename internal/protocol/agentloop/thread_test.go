@@ -45,15 +45,24 @@ func TestSocketsShareAThread(t *testing.T) {
 	assert.NotContains(t, kinds(bFrames), "message/system", "the answering socket is not told of its own answer")
 	aFrames := a.turn()
 	assert.Equal(t, "message/system", kinds(aFrames)[0])
-	assert.Contains(t, messageText(items(aFrames)[0]), "answered from another client, which approved it")
+	assert.Equal(t, "The approval request for `touch made.txt` was answered from another client, which approved it."+
+		" If this client still asks you to approve it, answer once with any choice to go on: that answer is not used.",
+		messageText(items(aFrames)[0]), "the notice names the command and says how the original client goes on")
 	assert.True(t, h.exists("made.txt"))
 	c.turn()
 
-	// A late answer finds nothing pending.
-	c.review("yes")
-	msg, details := c.expectError()
+	// A late answer (the original client still asks, and its user answers
+	// once) is refused: it was answered from another client.
+	for _, late := range []*client{a, c} {
+		late.review("no-exit")
+		msg, details := late.expectError()
+		assert.Equal(t, "The approval request for `touch made.txt` was already answered from another client, which approved it; this answer was not used.", msg)
+		assert.Equal(t, "unknown_request", details["code"])
+	}
+	// The socket that answered finds nothing pending.
+	b.review("yes")
+	msg, _ := b.expectError()
 	assert.Equal(t, "No approval request is pending", msg)
-	assert.Equal(t, "unknown_request", details["code"])
 }
 
 // Two sockets answer at once: one answer wins, the other gets an error.

@@ -28,7 +28,6 @@ import (
 	"sync"
 
 	"github.com/coder/websocket"
-	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentwire/agentwire/generated/loomapi"
@@ -64,6 +63,7 @@ type Handler struct {
 	log    *slog.Logger
 	verify func(frame []byte) // nil unless the server checks its frames (tests)
 	root   *sandbox.Root      // the server's working folder, to check working_folder
+	start  bool               // send run_start (--loom-run-start)
 	specs  []tools.Spec       // the tools a run gets, sorted by name
 
 	mu      sync.Mutex
@@ -101,7 +101,7 @@ func New(env protocol.Env) (*Handler, error) {
 	conn := env.ConnOptions(Name, log)
 	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
-		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs,
+		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs, start: env.Config.LoomRunStart,
 		stop: stop, stopped: stopped, runs: map[string]runRef{}}, nil
 }
 
@@ -208,7 +208,7 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 		vlog = slog.New(verbose{s.h.log.Handler()}).With("protocol", Name, "run", j.id, "thread", j.thread, "core_run", posted.Run)
 		vlog.Debug("loom: run posted", "agent", j.agent, "strategy", j.opts.Strategy, "folder", j.opts.Folder, "queued", posted.Queued)
 	}
-	p := newProjector(j.id, j.thread, j.agent, j.text)
+	p := newProjector(j.id, j.thread, j.agent, j.text, s.h.start)
 	err = f.Run(ctx, func(e event.Event) error {
 		if e.Run != posted.Run {
 			return nil
@@ -242,7 +242,8 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 func (s *session) handle(ctx context.Context, frame []byte) {
 	m, err := loomapi.Decode(frame)
 	if err != nil {
-		s.send(errorFrame(frameID(frame), s.h.message(err, "read the request")))
+		// "parse error: " as the original server said (its clients match on it).
+		s.send(errorFrame(frameID(frame), "parse error: "+s.h.message(err, "read the request")))
 		return
 	}
 	if err := loomapi.Dispatch(ctx, s, m); err != nil {
@@ -254,7 +255,8 @@ func (s *session) handle(ctx context.Context, frame []byte) {
 func (s *session) HandleRunRequest(_ context.Context, m loomapi.RunRequest) error {
 	j := runJob{id: deref(m.ID), text: m.Message, agent: m.Agent,
 		opts: event.RunOptions{Strategy: m.Agent, Verbose: deref(m.Verbose)}}
-	if j.id == "" {
+	chosen := j.id == "" // the server chooses the run id
+	if chosen {
 		j.id = "run-" + event.NewID()
 	}
 	if m.Agent == "got" && deref(m.GotAdaptive) {
@@ -273,8 +275,12 @@ func (s *session) HandleRunRequest(_ context.Context, m loomapi.RunRequest) erro
 			return fail(err)
 		}
 		j.thread = thread
+	} else if chosen {
+		// A new thread named by the run id: session_id is then the run id,
+		// as the original server sent, and continues the thread.
+		j.thread = j.id
 	} else {
-		j.thread = uuid.NewString()
+		j.thread = "run-" + event.NewID()
 	}
 	if folder := deref(m.WorkingFolder); folder != "" {
 		if err := s.h.checkFolder(folder); err != nil {
@@ -314,11 +320,8 @@ func (s *session) HandleToolShowRequest(_ context.Context, m loomapi.ToolShowReq
 	}
 	i := slices.IndexFunc(s.h.specs, func(t tools.Spec) bool { return t.Name == m.Name })
 	if i < 0 {
-		names := make([]string, len(s.h.specs))
-		for i, t := range s.h.specs {
-			names[i] = t.Name
-		}
-		return protocol.Errorf(protocol.CodeNotFound, "unknown tool %q: the tools are %s", m.Name, strings.Join(names, ", "))
+		// The original server's text, which its clients match on.
+		return protocol.Errorf(protocol.CodeNotFound, "tool not found: %s", m.Name)
 	}
 	spec := toolSpec(s.h.specs[i])
 	out := loomapi.NewToolShowResponse(m.ID)

@@ -31,16 +31,18 @@ const (
 
 // projector turns one run's canonical events into Loom frames. It holds the
 // run's envelope numbering (event_id from 1, +1 per frame; node_id
-// run-<node>-<n>, set at each node_enter), the usage of its last model call
+// run-<node>-<n>, set at each node_enter, and run-0 before the first, as
+// the original server sent), the usage of its last model call
 // and of the whole run, and the state that values, updates and checkpoint
 // snapshot. There is one per run and one goroutine uses it.
 type projector struct {
 	runID   string // the run id on the wire
 	session string // the thread
 	agent   string // the agent the run request named
+	start   bool   // send run_start (--loom-run-start); the original server sent none
 
 	eventID int            // the last event_id sent
-	nodeID  string         // the current envelope node_id; "" before the first node_enter
+	nodeID  string         // the current envelope node_id
 	node    string         // the current node's name
 	visits  map[string]int // node name -> node_enter count
 	step    int            // node runs ended
@@ -105,8 +107,12 @@ type gotNode struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func newProjector(runID, session, agent, message string) *projector {
-	p := &projector{runID: runID, session: session, agent: agent,
+// firstNodeID is the envelope node_id before the first node_enter: the
+// original server's, whose client requires a node_id on every event.
+const firstNodeID = "run-0"
+
+func newProjector(runID, session, agent, message string, start bool) *projector {
+	p := &projector{runID: runID, session: session, agent: agent, start: start, nodeID: firstNodeID,
 		visits: map[string]int{}, shown: map[string]chunkKind{}, names: map[string]string{}}
 	p.state.Messages = []stateMessage{{Role: "user", Content: message}}
 	return p
@@ -119,6 +125,9 @@ func (p *projector) Project(e event.Event) []loomapi.Outbound {
 	}
 	switch v := e.Payload.(type) {
 	case event.RunStarted:
+		if !p.start {
+			return nil
+		}
 		return p.emit(loomapi.RunStartEvent{RunID: new(p.runID), Message: new(v.Input), Agent: new(p.agent)})
 	case event.NodeEntered:
 		p.visits[v.Node]++
@@ -282,10 +291,7 @@ func (p *projector) Project(e event.Event) []loomapi.Outbound {
 		p.ended = completed
 		end := loomapi.NewRunEndResponse(p.runID, v.Reply)
 		p.eventID++
-		end.SessionID, end.EventID = new(p.session), new(p.eventID)
-		if p.nodeID != "" {
-			end.NodeID = new(p.nodeID)
-		}
+		end.SessionID, end.EventID, end.NodeID = new(p.session), new(p.eventID), new(p.nodeID)
 		if p.usageSeen {
 			end.Usage, end.TotalUsage = tokenUsage(p.last), tokenUsage(p.total)
 		}
@@ -337,7 +343,7 @@ func (p *projector) nodeExit(e event.Event, v event.NodeExited) []loomapi.Outbou
 	out = append(out, p.emit(loomapi.UpdatesEvent{ID: v.Node, State: upd})...)
 	out = append(out, p.emit(loomapi.ValuesEvent{State: full})...)
 	out = append(out, p.emit(loomapi.CheckpointEvent{CheckpointID: e.ID, Timestamp: e.Time.UTC().Format(time.RFC3339Nano),
-		Step: p.step, State: full, ThreadID: p.session, CheckpointNs: ""})...)
+		Step: p.step, State: full, ThreadID: p.session})...)
 	p.mark, p.turnsAt, p.totDirty, p.gotDirty = len(p.state.Messages), p.state.Turns, false, false
 	return out
 }
@@ -399,15 +405,11 @@ func (p *projector) custom(value map[string]any) []loomapi.Outbound {
 }
 
 // emit wraps one event in its run_stream_event frame with the envelope:
-// session_id, node_id (once a node was entered; not on got_expand, whose
-// payload has a node_id of its own) and the next event_id.
+// session_id, node_id (not on got_expand, whose payload has a node_id of
+// its own) and the next event_id.
 func (p *projector) emit(v loomapi.ProtocolEventValue) []loomapi.Outbound {
 	p.eventID++
-	sid, eid := new(p.session), new(p.eventID)
-	var nid *string
-	if p.nodeID != "" {
-		nid = new(p.nodeID)
-	}
+	sid, eid, nid := new(p.session), new(p.eventID), new(p.nodeID)
 	switch ev := v.(type) {
 	case loomapi.RunStartEvent:
 		ev.Type, ev.SessionID, ev.NodeID, ev.EventID = "run_start", sid, nid, eid

@@ -16,7 +16,7 @@ import (
 // each checked against the document and encoded.
 func project(t *testing.T, ps ...event.Payload) []map[string]any {
 	t.Helper()
-	p := newProjector("run-1", "thread-1", "got", "hello")
+	p := newProjector("run-1", "thread-1", "got", "hello", false)
 	var out []map[string]any
 	for i, pl := range ps {
 		e := event.Event{Thread: "thread-1", Seq: int64(i + 1), ID: event.NewID(), Run: "r", Time: time.Unix(0, 0).UTC(), Payload: pl}
@@ -125,7 +125,7 @@ func BenchmarkProject(b *testing.B) {
 	for i, p := range ps {
 		evs[i] = event.Event{Thread: "t", Seq: int64(i + 1), ID: event.NewID(), Run: "r", Time: time.Now().UTC(), Payload: p}
 	}
-	frames := newProjector("run-1", "t", "react", "hi")
+	frames := newProjector("run-1", "t", "react", "hi", false)
 	var ready []loomapi.Outbound
 	for _, e := range evs {
 		ready = append(ready, frames.Project(e)...)
@@ -142,7 +142,7 @@ func BenchmarkProject(b *testing.B) {
 	})
 	b.Run("project-and-encode", func(b *testing.B) {
 		for b.Loop() {
-			p := newProjector("run-1", "t", "react", "hi")
+			p := newProjector("run-1", "t", "react", "hi", false)
 			for _, e := range evs {
 				for _, m := range p.Project(e) {
 					if _, err := loomapi.Encode(m); err != nil {

@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/coder/websocket"
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/loomapi"
 )
 
-// A react run streams the documented events with the full envelope:
-// session_id (the new thread), node_id run-<node>-<n> from each
-// node_enter, event_id from 1 and +1 per frame; run_end takes the next
-// event_id and carries the reply, the last call's usage and the run's.
+// A react run streams the documented events with the full envelope, as
+// the original server sent them: no run_start; session_id (the thread);
+// node_id on every event, run-<node>-<n> from each node_enter; event_id
+// from 1 and +1 per frame; run_end takes the next event_id and carries
+// the reply, the last call's usage and the run's; checkpoint_ns is left
+// out.
 func TestRunStreamsEventsWithEnvelope(t *testing.T) {
 	h := start(t, testConfig(t))
 	c := h.dial()
@@ -26,9 +27,8 @@ func TestRunStreamsEventsWithEnvelope(t *testing.T) {
 	assert.Equal(t, "run-1", res.id, "the request's id is the run id")
 
 	tt := types(res.events)
-	assert.Equal(t, "run_start", tt[0])
-	assert.Equal(t, "node_enter", tt[1])
-	body := tt[2 : len(tt)-5]
+	assert.Equal(t, "node_enter", tt[0], "no run_start by default")
+	body := tt[1 : len(tt)-5]
 	for _, typ := range body {
 		assert.Equal(t, "message_chunk", typ)
 	}
@@ -36,24 +36,16 @@ func TestRunStreamsEventsWithEnvelope(t *testing.T) {
 	assert.Equal(t, "You said: echo hello there", chunks(res.events))
 	assert.Greater(t, len(body), 1, "the reply streams in several chunks")
 
-	start := res.events[0].(loomapi.RunStartEvent)
-	require.NotNil(t, start.SessionID)
-	session := *start.SessionID
-	_, err := uuid.Parse(session)
-	require.NoError(t, err, "a run without thread_id gets a new thread")
-	assert.Equal(t, "run-1", *start.RunID)
-	assert.Equal(t, "echo hello there", *start.Message)
-	assert.Equal(t, "react", *start.Agent)
-	assert.Nil(t, start.NodeID, "no node_id before the first node_enter")
-
+	session := *envelopeOf(t, res.events[0]).SessionID
+	assert.True(t, strings.HasPrefix(session, "run-"), session)
+	assert.NotEqual(t, "run-1", session, "a client-chosen id does not name the new thread")
 	for i, e := range res.events {
 		env := envelopeOf(t, e)
 		require.NotNil(t, env.EventID, env.Type)
 		assert.Equal(t, i+1, *env.EventID, "event_id counts the frames of the run from 1")
 		assert.Equal(t, session, *env.SessionID)
-		if i > 0 {
-			assert.Equal(t, "run-think-1", *env.NodeID, env.Type)
-		}
+		require.NotNil(t, env.NodeID, env.Type)
+		assert.Equal(t, "run-think-1", *env.NodeID, env.Type)
 	}
 	assert.Equal(t, len(res.events)+1, *res.end.EventID, "run_end takes the next event_id")
 	assert.Equal(t, session, *res.end.SessionID)
@@ -74,17 +66,51 @@ func TestRunStreamsEventsWithEnvelope(t *testing.T) {
 	cp := res.events[len(tt)-1].(loomapi.CheckpointEvent)
 	assert.Equal(t, 1, cp.Step)
 	assert.Equal(t, session, cp.ThreadID)
-	assert.Equal(t, "", cp.CheckpointNs)
+	assert.Nil(t, cp.CheckpointNs, "checkpoint_ns is left out, not empty")
 	assert.JSONEq(t, string(vals.State), string(cp.State))
 	assert.NotEmpty(t, cp.CheckpointID)
 
-	// A second run without an id gets one made up, and event_id starts
-	// again at 1.
+	// A run without an id gets one made up, which names its new thread:
+	// session_id is the run id, as the original server sent, and
+	// event_id starts again at 1.
 	res = c.run(runReq("", "react", "echo again"))
 	require.NotNil(t, res.end)
 	assert.True(t, strings.HasPrefix(res.id, "run-"), res.id)
 	assert.Equal(t, 1, *envelopeOf(t, res.events[0]).EventID)
-	assert.NotEqual(t, session, *envelopeOf(t, res.events[0]).SessionID, "each run without thread_id is a new thread")
+	assert.Equal(t, res.id, *envelopeOf(t, res.events[0]).SessionID, "session_id is the run id")
+	assert.Equal(t, res.id, *res.end.SessionID)
+	assert.NotEqual(t, session, res.id, "each run without thread_id is a new thread")
+
+	// That session_id continues the thread.
+	next := runReq("", "react", "echo three")
+	next.ThreadID = &res.id
+	more := c.run(next)
+	require.NotNil(t, more.end)
+	assert.Equal(t, res.id, *more.end.SessionID)
+	hist := c.messages("m", res.id, nil, nil)
+	assert.Equal(t, []string{"echo again", "You said: echo again", "echo three", "You said: echo three"}, contents(hist),
+		"both runs are on the thread named by the first one's id")
+}
+
+// --loom-run-start sends the document's run_start before the first
+// node_enter, with the envelope of the events before any node (node_id
+// run-0).
+func TestRunStartOption(t *testing.T) {
+	h := start(t, testConfig(t, "--loom-run-start"))
+	c := h.dial()
+	res := c.run(runReq("", "react", "echo hello"))
+	require.NotNil(t, res.end, "%+v", res.err)
+	tt := types(res.events)
+	require.Equal(t, "run_start", tt[0])
+	assert.Equal(t, "node_enter", tt[1])
+	rs := res.events[0].(loomapi.RunStartEvent)
+	assert.Equal(t, res.id, *rs.RunID)
+	assert.Equal(t, "echo hello", *rs.Message)
+	assert.Equal(t, "react", *rs.Agent)
+	assert.Equal(t, res.id, *rs.SessionID)
+	assert.Equal(t, "run-0", *rs.NodeID)
+	assert.Equal(t, 1, *rs.EventID)
+	assert.Equal(t, "run-think-1", *envelopeOf(t, res.events[1]).NodeID)
 }
 
 // A run with reasoning and a tool call: thought_chunk, the tool events
@@ -110,7 +136,7 @@ func TestToolRunEventOrder(t *testing.T) {
 			nodes[*env.NodeID] = typ
 		}
 	}
-	assert.Equal(t, []string{"run_start",
+	assert.Equal(t, []string{
 		"node_enter", "thought_chunk", "message_chunk", "tool_call_chunk", "tool_call", "usage", "node_exit", "updates", "values", "checkpoint",
 		"node_enter", "tool_start", "tool_end", "node_exit", "updates", "values", "checkpoint",
 		"node_enter", "message_chunk", "usage", "node_exit", "updates", "values", "checkpoint"}, compact)
@@ -213,7 +239,7 @@ func TestRequestsAndResponses(t *testing.T) {
 	c.send(loomapi.ToolShowRequest{Type: loomapi.TypeToolShow, ID: "s3", Name: "nope"})
 	id, msg := c.expectError()
 	assert.Equal(t, "s3", id)
-	assert.Contains(t, msg, `unknown tool "nope"`)
+	assert.Equal(t, "tool not found: nope", msg, "the original server's text")
 	c.ping("still open")
 }
 

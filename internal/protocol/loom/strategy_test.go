@@ -60,29 +60,29 @@ func TestStrategyEventSequences(t *testing.T) {
 		reply          string
 		nodes          string // the node_enter names, when checked
 	}{
-		{agent: "react", message: "echo one turn", want: seq(one("run_start"), textTurn), reply: "You said: echo one turn"},
-		{agent: "react", message: "look around", want: seq(one("run_start"),
+		{agent: "react", message: "echo one turn", want: seq(textTurn), reply: "You said: echo one turn"},
+		{agent: "react", message: "look around", want: seq(
 			think("thought_chunk", "message_chunk", "tool_call_chunk", "tool_call"), act, textTurn)},
-		{agent: "dup", message: "dup the memo", want: seq(one("run_start"),
+		{agent: "dup", message: "dup the memo", want: seq(
 			thought,                                                 // understand
 			thought,                                                 // plan
 			toolTurn, act, one("node_enter", "node_exit", "+state"), // observe
 			textTurn),
 			reply: "The memo says: milk", nodes: "understand plan think act observe think"},
-		{agent: "tot", message: "tot the memo", want: seq(one("run_start"),
+		{agent: "tot", message: "tot the memo", want: seq(
 			thought, one("tot_expand"), thought, one("tot_evaluate"),
 			toolTurn, act, one("tot_backtrack"),
 			toolTurn, act,
 			thought, one("tot_expand"), thought, one("tot_evaluate"),
 			textTurn),
 			reply: "The memo says: milk", nodes: "expand evaluate think act think act expand evaluate think"},
-		{agent: "got", message: "got the memo", want: seq(one("run_start"),
+		{agent: "got", message: "got the memo", want: seq(
 			thought, one("got_plan"),
 			one("got_node_start"), toolTurn, act, textTurn, one("got_node_complete"),
 			one("got_node_start"), textTurn, one("got_node_complete"),
 			textTurn),
 			reply: "The memo is about milk.", nodes: "plan think act think think synthesize"},
-		{agent: "got", adaptive: true, message: "adapt the memo", want: seq(one("run_start"),
+		{agent: "got", adaptive: true, message: "adapt the memo", want: seq(
 			thought, one("got_plan"),
 			one("got_node_start"), thought, one("got_expand"),
 			one("got_node_start"), toolTurn, act, textTurn, one("got_node_complete"),
@@ -91,7 +91,7 @@ func TestStrategyEventSequences(t *testing.T) {
 			one("got_node_start"), thought, textTurn, one("got_node_complete"),
 			textTurn),
 			reply: "Gathered, then answered: milk.", nodes: "plan assess think act think think act think assess think synthesize"},
-		{agent: "got", message: "got broken", want: seq(one("run_start"),
+		{agent: "got", message: "got broken", want: seq(
 			thought, one("got_plan"),
 			one("got_node_start"), textTurn, one("got_node_complete"),
 			one("got_node_start"), one("node_enter", "node_exit", "+state"), one("got_node_failed"),
@@ -126,7 +126,6 @@ func TestStrategyEventSequences(t *testing.T) {
 			if tc.reply != "" {
 				assert.Equal(t, tc.reply, res.end.Reply)
 			}
-			assert.Equal(t, tc.agent, *res.events[0].(loomapi.RunStartEvent).Agent)
 			for i, e := range res.events {
 				assert.Equal(t, i+1, *envelopeOf(t, e).EventID)
 			}

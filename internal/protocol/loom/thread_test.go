@@ -101,7 +101,7 @@ func TestCrossProtocolThread(t *testing.T) {
 	thread := *first.Payload.ThreadID
 	in, err := json.Marshal(agentloopapi.UserInputMessage{ID: uuid.NewString(), Type: agentloopapi.TypeUserInput,
 		Payload: agentloopapi.UserInputMessagePayload{Input: []agentloopapi.ResponseInputItem{{
-			Type: "message", Role: "user", Content: []agentloopapi.InputContentPart{{Type: "input_text", Text: "echo from agentloop"}}}}}})
+			Type: new("message"), Role: new("user"), Content: json.RawMessage(`[{"type":"input_text","text":"echo from agentloop"}]`)}}}})
 	require.NoError(t, err)
 	require.NoError(t, al.Write(ctx, websocket.MessageText, in))
 	for {
