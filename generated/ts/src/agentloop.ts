@@ -265,23 +265,14 @@ export interface UserInputMessage {
   [key: string]: unknown;
 }
 
-/** One item of a user_input. Only message items run; an item of another type (function_call_output, ...) is accepted by the schema so that the server can answer with an error frame that names its type, and nothing is run. String content and the Responses API's shorthand without `type` are not accepted. Unknown fields are ignored. */
+/** One item of a user_input: OpenAI's ResponseInputItem, as the document says. An item without `type` is a message (the Responses API's short form). A message needs `role` and `content`; the schema cannot state "required when the item is a message", so both are optional here and the server refuses a message without them with the same error a schema failure gets (`Invalid message: /payload/input/<i>/role: is required`). Only message items run; an item of another type (function_call_output, ...) is accepted by the schema so that the server can answer with an error frame that names its type, and nothing is run. Unknown fields are ignored. */
 export interface ResponseInputItem {
-  /** The item's text parts, joined in order. */
-  content: InputContentPart[];
-  /** Who the item speaks for. The turn runs on the text of the `user` items. `system` and `assistant` items are accepted so that clients replaying their own transcript are not rejected, but the server does not feed them to the model: the thread's own history is the context. */
-  role: "user" | "system" | "assistant";
-  /** The item's kind: "message" runs; any other type is answered with an error frame naming it. Required here, although the Responses API lets it be omitted. */
-  type: string;
-  [key: string]: unknown;
-}
-
-/** One part of an input message. Only text parts run; a part of another type (input_image, input_file, ...) is accepted by the schema so that the server can answer with an error frame that names its type, and nothing is run. Unknown fields are ignored. */
-export interface InputContentPart {
-  /** The text of the part; required, also for the types the server refuses. */
-  text: string;
-  /** The part's kind: input_text, or output_text (the Responses API's kind for assistant text, accepted so that a client replaying a transcript is not rejected); the server reads the text of both the same way. Any other type is answered with an error frame naming it. */
-  type: string;
+  /** The item's content; required for a message: a string (the short form), or an array of InputContentPart objects (schemas/agentloop/input_content_part.json), whose text parts are joined in order. The schema conventions have no string-or-array union, so it is declared as any JSON value; the server refuses any other value (`Invalid message: /payload/input/<i>/content: must be a string or an array of content parts`) and checks each part against InputContentPart, with the part's path in the error. */
+  content?: unknown;
+  /** Who the item speaks for; required for a message. The turn runs on the text of the `user` items. `system`, `developer` and `assistant` items are accepted so that clients replaying their own transcript are not rejected, but the server does not feed them to the model: the thread's own history and the server's prompt are the context. */
+  role?: "user" | "system" | "developer" | "assistant";
+  /** The item's kind: "message" (the default when absent) runs; any other type is answered with an error frame naming it. */
+  type?: string;
   [key: string]: unknown;
 }
 

@@ -896,7 +896,6 @@ export const loom_25: loom.RunStreamEventResponse = {
 export const loom_26: loom.RunStreamEventResponse = {
   "event": {
     "checkpoint_id": "cp-3",
-    "checkpoint_ns": "",
     "event_id": 14,
     "node_id": "run-act-2",
     "session_id": "thread-7",

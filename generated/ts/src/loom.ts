@@ -114,7 +114,7 @@ export interface RunStreamEventResponse {
   type: "run_stream_event";
 }
 
-/** The run started; sent before the first node_enter. Envelope fields (session_id, node_id, event_id) sit beside the payload and are all optional. */
+/** The run started; sent before the first node_enter, by agentwire only with --loom-run-start: the original server never sent it and its typed client (a serde enum with no catch-all variant) cannot decode it. Envelope fields (session_id, node_id, event_id) sit beside the payload and are all optional; agentwire sends all three (node_id run-0). */
 export interface RunStartEvent {
   /** The strategy that runs. Optional. The document gives examples only; agentwire limits it to the four agents a run request may name. */
   agent?: "react" | "dup" | "tot" | "got";
@@ -122,11 +122,11 @@ export interface RunStartEvent {
   event_id?: number;
   /** The user message the run answers. Optional. */
   message?: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** The run id, the same as the id of the frames that carry the run's events. Optional. */
   run_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "run_start". */
   type: "run_start";
@@ -138,9 +138,9 @@ export interface NodeEnterEvent {
   event_id?: number;
   /** Name of the node, e.g. think or act (not the envelope node_id). */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "node_enter". */
   type: "node_enter";
@@ -152,11 +152,11 @@ export interface NodeExitEvent {
   event_id?: number;
   /** Name of the node that ended (not the envelope node_id). */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** How the node ended: the string "Ok", or an object {"Err": <message>} with the failure's text. Modelled as any JSON value (a string or an object is not a union the schema conventions can express), so its shape is checked by the server that builds it, not by the decoder; agentwire sends only these two forms. */
   result: unknown;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "node_exit". */
   type: "node_exit";
@@ -170,9 +170,9 @@ export interface MessageChunkEvent {
   event_id?: number;
   /** Name of the node that produced it (e.g. think, act), not the envelope node_id. */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "message_chunk". */
   type: "message_chunk";
@@ -186,9 +186,9 @@ export interface ThoughtChunkEvent {
   event_id?: number;
   /** Name of the node that produced it (e.g. think, act), not the envelope node_id. */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "thought_chunk". */
   type: "thought_chunk";
@@ -200,11 +200,11 @@ export interface UsageEvent {
   completion_tokens: number;
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** Input tokens. */
   prompt_tokens: number;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Sum of prompt_tokens and completion_tokens. */
   total_tokens: number;
@@ -216,9 +216,9 @@ export interface UsageEvent {
 export interface ValuesEvent {
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** The state (any JSON value; its shape depends on the agent). */
   state: unknown;
@@ -232,9 +232,9 @@ export interface UpdatesEvent {
   event_id?: number;
   /** Name of the node whose result was merged (not the envelope node_id). */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** The state after the merge (any JSON value; its shape depends on the agent). */
   state: unknown;
@@ -246,9 +246,9 @@ export interface UpdatesEvent {
 export interface CustomEvent {
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "custom". */
   type: "custom";
@@ -256,17 +256,17 @@ export interface CustomEvent {
   value: unknown;
 }
 
-/** The run's state was saved. The document names the fields without types or optionality; all six are required here and their types are the ones the original server sent. Envelope fields (session_id, node_id, event_id) sit beside the payload and are all optional. */
+/** The run's state was saved. The document names the fields without types or optionality; checkpoint_ns is optional (the original client refuses an empty one, so agentwire leaves it out for the run's own graph), the other five are required, and their types are the ones the original server sent. Envelope fields (session_id, node_id, event_id) sit beside the payload and are all optional. */
 export interface CheckpointEvent {
   /** Identifies the saved checkpoint. */
   checkpoint_id: string;
-  /** Namespace of the checkpoint: empty for the run's own graph, otherwise names the sub-graph. */
-  checkpoint_ns: string;
+  /** Namespace of the checkpoint: names the sub-graph the checkpoint belongs to; left out for the run's own graph (agentwire sends none). Optional, and never empty when sent. */
+  checkpoint_ns?: string;
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** The saved state (any JSON value; its shape depends on the agent). */
   state: unknown;
@@ -286,9 +286,9 @@ export interface TotExpandEvent {
   candidates: string[];
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tot_expand". */
   type: "tot_expand";
@@ -300,11 +300,11 @@ export interface TotEvaluateEvent {
   chosen: number;
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** Score of each candidate, in candidate order (may be empty). */
   scores: number[];
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tot_evaluate". */
   type: "tot_evaluate";
@@ -314,11 +314,11 @@ export interface TotEvaluateEvent {
 export interface TotBacktrackEvent {
   /** Envelope: the frame's sequence number, increasing by one on every frame of the run (run_end takes the next one). agentwire counts from 1, as the original server did; 0 is allowed because the document's own example starts there. Optional. */
   event_id?: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** Why the current path was abandoned. */
   reason: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** The depth the search returns to. */
   to_depth: number;
@@ -334,11 +334,11 @@ export interface GotPlanEvent {
   event_id?: number;
   /** Number of sub-tasks (nodes) in the plan. */
   node_count: number;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** The ids of the plan's nodes, as got_node_* events name them. */
   node_ids: string[];
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "got_plan". */
   type: "got_plan";
@@ -350,9 +350,9 @@ export interface GotNodeStartEvent {
   event_id?: number;
   /** The plan node's id. */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "got_node_start". */
   type: "got_node_start";
@@ -364,11 +364,11 @@ export interface GotNodeCompleteEvent {
   event_id?: number;
   /** The plan node's id. */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** A short account of the sub-task's result. */
   result_summary: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "got_node_complete". */
   type: "got_node_complete";
@@ -382,9 +382,9 @@ export interface GotNodeFailedEvent {
   event_id?: number;
   /** The plan node's id. */
   id: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "got_node_failed". */
   type: "got_node_failed";
@@ -400,7 +400,7 @@ export interface GotExpandEvent {
   node_id: string;
   /** Number of nodes added to the plan. */
   nodes_added: number;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "got_expand". */
   type: "got_expand";
@@ -416,9 +416,9 @@ export interface ToolCallChunkEvent {
   event_id?: number;
   /** The tool's name. Optional (often only on the first piece). */
   name?: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_call_chunk". */
   type: "tool_call_chunk";
@@ -436,9 +436,9 @@ export interface ToolCallEvent {
   event_id?: number;
   /** The tool's name. */
   name: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_call". */
   type: "tool_call";
@@ -452,9 +452,9 @@ export interface ToolStartEvent {
   event_id?: number;
   /** The tool's name. */
   name: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_start". */
   type: "tool_start";
@@ -470,9 +470,9 @@ export interface ToolOutputEvent {
   event_id?: number;
   /** The tool's name. */
   name: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_output". */
   type: "tool_output";
@@ -488,11 +488,11 @@ export interface ToolEndEvent {
   is_error: boolean;
   /** The tool's name. */
   name: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
   /** The result text the model sees, or the error's text. */
   result: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_end". */
   type: "tool_end";
@@ -510,9 +510,9 @@ export interface ToolApprovalEvent {
   event_id?: number;
   /** The tool's name. */
   name: string;
-  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire, like the original server, names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional; absent before the first node_enter. */
+  /** Envelope: the node run (span) the event belongs to, set at each node_enter and kept until the matching node_exit; agentwire names it run-<node name>-<n> with n counting the node's runs. It may repeat; event_id tells frames apart. Optional in the document; agentwire sends it on every event (run-0 before the first node_enter, as the original server did, whose client requires it). */
   node_id?: string;
-  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the thread id of the run. Optional. */
+  /** Envelope: the session the event belongs to, the same on every frame of it. agentwire sends the run's thread id; a run without thread_id starts a new thread whose id is the run id when the server chose the run id (what the original server sent as session_id), so that a later run's thread_id continues it. Optional. */
   session_id?: string;
   /** Always "tool_approval". */
   type: "tool_approval";
