@@ -103,6 +103,9 @@ type Config struct {
 	LogLevel string
 	// LogFormat is text (key=value pairs) or json (an object a line).
 	LogFormat string
+	// MCP is the file of MCP servers whose tools are offered beside the
+	// built-in ones ("": none).
+	MCP string
 	// CheckModel makes a failed check of the configured model at start
 	// fatal (it is a warning otherwise).
 	CheckModel bool
@@ -278,6 +281,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.BoolVar(&c.CheckModel, "check-model", false, "refuse to start when the configured model cannot be used (the start-up check of its provider is a warning otherwise)")
 	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model")
 	fs.StringVar(&c.Workflows, "workflows", "", "folder of multi-agent workflow files (NAME.yaml; see docs/WORKFLOWS.md); the built-in default and dev-team are always there")
+	fs.StringVar(&c.MCP, "mcp", "", "YAML file of MCP servers (stdio programs run in the sandbox, or streamable-HTTP URLs) whose tools the model is offered beside the built-ins (docs/AGENTS.md)")
 	fs.StringVar(&c.ApprovalPolicy, "approval-policy", "suggest", "suggest, auto-edit, full-auto or read-only")
 	fs.StringVar(&c.Sandbox, "sandbox", "auto", "confine the commands tools run in an OS sandbox: auto (when the kernel allows it; otherwise every command asks first), require (refuse to start without it) or off (no sandbox: danger-full-access)")
 	fs.StringVar(&c.SandboxNetwork, "sandbox-network", "off", "let approved sandboxed commands reach the network: off or on (commands that run without approval never do)")

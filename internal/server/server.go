@@ -42,6 +42,7 @@ import (
 	"github.com/agentwire/agentwire/internal/thread"
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/tools/builtin"
+	"github.com/agentwire/agentwire/internal/tools/mcp"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 	"github.com/agentwire/agentwire/internal/tracing"
 	"github.com/agentwire/agentwire/internal/workflow"
@@ -61,6 +62,7 @@ type Server struct {
 	runs     *runs.Manager
 	root     *sandbox.Root
 	box      *sandbox.Sandbox // confines the programs the tools start
+	mcp      *mcp.Set         // the --mcp servers, nil without any
 	reg      *wsconn.Registry
 	core     *core
 	node     string
@@ -186,7 +188,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	if s.box, err = newSandbox(cfg, s.root, opts, log); err != nil {
 		return nil, err
 	}
-	toolset := builtin.New(s.root, builtin.Options{Logger: log, Sandbox: s.box}).Filter(policy)
+	all := builtin.New(s.root, builtin.Options{Logger: log, Sandbox: s.box})
+	if err := s.startMCP(ctx, cfg.MCP, all, log); err != nil {
+		return nil, err
+	}
+	toolset := all.Filter(policy)
 
 	model, desc, err := newModel(cfg, log)
 	if err != nil {
@@ -650,6 +656,7 @@ func (s *Server) closeCore() error {
 	if s.threads != nil {
 		errs = append(errs, s.threads.Close())
 	}
+	s.mcp.Close()
 	if s.bus != nil {
 		errs = append(errs, s.bus.Close())
 	}
