@@ -38,4 +38,4 @@ bench-e2e:
 lint:
 	cd .ci/lint && npm ci --no-audit --no-fund --loglevel=error
 	node .ci/lint/validate-asyncapi.mjs asyncapi/*.yaml
-	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml
+	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml schemas/openapi/ag2.yaml

@@ -32,7 +32,7 @@ type Invoker interface {
 	ChatExists(ctx context.Context, params ChatExistsParams) (ChatExistsRes, error)
 	// GetWorkflowTransport invokes getWorkflowTransport operation.
 	//
-	// How a workflow's chats are streamed.
+	// Always the WebSocket of asyncapi/ag2.yaml, with resume; an unknown workflow is 404.
 	//
 	// GET /api/workflows/{workflow}/transport
 	GetWorkflowTransport(ctx context.Context, params GetWorkflowTransportParams) (GetWorkflowTransportRes, error)
@@ -265,7 +265,7 @@ func (c *Client) sendChatExists(ctx context.Context, params ChatExistsParams) (r
 
 // GetWorkflowTransport invokes getWorkflowTransport operation.
 //
-// How a workflow's chats are streamed.
+// Always the WebSocket of asyncapi/ag2.yaml, with resume; an unknown workflow is 404.
 //
 // GET /api/workflows/{workflow}/transport
 func (c *Client) GetWorkflowTransport(ctx context.Context, params GetWorkflowTransportParams) (GetWorkflowTransportRes, error) {

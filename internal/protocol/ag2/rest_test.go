@@ -303,7 +303,7 @@ func TestRESTHostileInput(t *testing.T) {
 	in := "/chat/e1/" + chat + "/u1/input"
 	for _, tc := range []struct {
 		name, method, path, body, want string
-		status                          int
+		status                         int
 	}{
 		{"bad JSON", http.MethodPost, in, `{"message":`, "invalid request body", 400},
 		{"wrong type", http.MethodPost, in, `{"message":42}`, "/message", 400},
