@@ -1,8 +1,9 @@
 # agentwire — see README.md.
 GO ?= go
 FUZZTIME ?= 30s
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test generate vet fuzz bench bench-e2e lint
+.PHONY: run test generate vet fuzz bench bench-e2e lint chatui-e2e
 
 ## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data);
 ## flags go in ARGS: make run ARGS='--addr 127.0.0.1:9090 --approval-policy auto-edit'
@@ -33,6 +34,11 @@ bench:
 ## minutes; LOADGEN_FLAGS=-quick for a run of seconds)
 bench-e2e:
 	$(GO) run ./cmd/loadgen $(LOADGEN_FLAGS)
+
+## chatui-e2e: ChatUI-shaped flows in headless Chromium against a real
+## server (needs chromium and npm; CHROMIUM names the browser)
+chatui-e2e:
+	cd e2e/chatui && npm ci --no-audit --no-fund --loglevel=error && CHROMIUM=$(CHROMIUM) node --test
 
 ## lint: the schema document linters CI runs (needs npm)
 lint:
