@@ -106,6 +106,7 @@ func TestBareTextAnswersThePendingRequest(t *testing.T) {
 
 	c.say("make a file")
 	frames = c.until(ag2api.TypeChatInputRequest)
+	assert.Contains(t, frames[len(frames)-2].str("content"), "touch made.txt", "the approval's prompt as a chat.text")
 	c.say("y")
 	frames = c.turn()
 	resp := ofType(frames, ag2api.TypeChatToolResponse)

@@ -390,3 +390,44 @@ func keysConfig(t *testing.T) (cfg config.Config, alice, bob string) {
 	require.NoError(t, os.WriteFile(file, []byte("alice="+alice+"\nbob="+bob+"\n"), 0o600))
 	return testConfig(t, "--auth", "keys", "--api-keys-file", file), alice, bob
 }
+
+// TestRESTOnTheOwnListener: --listen ag2= serves the REST calls too, and a
+// chat started there is streamed on the listener's root socket path.
+func TestRESTOnTheOwnListener(t *testing.T) {
+	h := start(t, testConfig(t, "--listen", "ag2=127.0.0.1:0"))
+	base := "http://" + h.srv.Addr("ag2")
+	res, err := http.Post(base+"/api/chats/e1/default/start", "application/json", strings.NewReader(`{"user_id":"u1"}`))
+	require.NoError(t, err)
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode, "%s", b)
+	require.NoError(t, ag2restapi.ValidateStartChatResponseJSON(b))
+	var s startAnswer
+	require.NoError(t, json.Unmarshal(b, &s))
+	c := dialURL(t, "ws://"+h.srv.Addr("ag2")+"/default/e1/"+s.ChatID+"/u1")
+	res, err = http.Post(base+"/chat/e1/"+s.ChatID+"/u1/input", "application/json", strings.NewReader(`{"message":"echo own listener"}`))
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	texts := ofType(c.turn(), ag2api.TypeChatText)
+	require.Len(t, texts, 1)
+	assert.Equal(t, "You said: echo own listener", texts[0].str("content"))
+	res, err = http.Get(base + "/api/workflows/default/transport")
+	require.NoError(t, err)
+	_ = res.Body.Close()
+	assert.Equal(t, http.StatusOK, res.StatusCode, "the transport path does not clash with the root socket path")
+}
+
+// TestWorkflowsValidatorChecksEveryEntry: the document's Workflows map
+// (additionalProperties: WorkflowConfig) is checked entry by entry.
+func TestWorkflowsValidatorChecksEveryEntry(t *testing.T) {
+	good := `{"human_in_the_loop":true,"startup_mode":"UserDriven","transport":"websocket","agents":[]}`
+	require.NoError(t, ag2restapi.ValidateWorkflowsJSON([]byte(`{"a":`+good+`,"b":`+good+`}`)))
+	err := ag2restapi.ValidateWorkflowsJSON([]byte(`{"a":` + good + `,"b/c":{"human_in_the_loop":"yes","startup_mode":"UserDriven","transport":"websocket","agents":[]}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/b~1c/human_in_the_loop")
+	err = ag2restapi.ValidateWorkflowsJSON([]byte(`{"a":{"startup_mode":"UserDriven","transport":"websocket","agents":[]}}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/a/human_in_the_loop")
+}
