@@ -38,7 +38,7 @@
 //   - A `user.input.submit` without `request_id` (or ChatUI's alias
 //     `input_request_id`) answers the chat's pending input request or
 //     approval when there is one (the most recent), as the original server's
-//     `/input` did, and is a new user turn otherwise; `--ag2-text-answers=false`
+//     `/input` did, and is a new user turn otherwise; `--ag2-text-turns`
 //     makes it always a new turn. With an unknown or already answered `request_id` the
 //     server answers `chat.error` with `UNKNOWN_REQUEST`. `INPUT_REQUEST_NOT_FOUND`
 //     is not used: it means the same thing, and UNKNOWN_REQUEST is the code the

@@ -1064,9 +1064,9 @@ type UsageSummaryData struct {
 // without one, a new user turn that starts the workflow's run or is queued behind
 // the running one. Text without a request id while an input request of the chat is
 // pending answers that request (the most recent one), as the original server did;
-// the server option --ag2-text-answers=false makes it a new turn instead. An
-// unknown or already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown
-// fields are ignored.
+// the server option --ag2-text-turns makes it a new turn instead. An unknown or
+// already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown fields are
+// ignored.
 type UserInputSubmit struct {
 	// The chat id; optional because the socket's path already names the chat. When
 	// present it must equal the path's chat_id.

@@ -50,8 +50,8 @@ type Invoker interface {
 	// pending input request or approval. Without one it answers the chat's pending request when there is
 	// one (the most recent), as the original server's `/input` did, and is otherwise a new user turn of
 	// the workflow `workflow_name` (default: the workflow of an open socket of the chat, else `default`);
-	// the server option `--ag2-text-answers=false` makes it always a new turn. The turn is not echoed to
-	// the chat's sockets on this server as `chat.text` (ChatUI shows what it sent itself); other servers'
+	// the server option `--ag2-text-turns` makes it always a new turn. The turn is not echoed to the
+	// chat's sockets on this server as `chat.text` (ChatUI shows what it sent itself); other servers'
 	// sockets and replays show it.
 	//
 	// POST /chat/{enterprise_id}/{chat_id}/{user_id}/input
@@ -444,8 +444,8 @@ func (c *Client) sendListWorkflows(ctx context.Context) (res ListWorkflowsRes, e
 // pending input request or approval. Without one it answers the chat's pending request when there is
 // one (the most recent), as the original server's `/input` did, and is otherwise a new user turn of
 // the workflow `workflow_name` (default: the workflow of an open socket of the chat, else `default`);
-// the server option `--ag2-text-answers=false` makes it always a new turn. The turn is not echoed to
-// the chat's sockets on this server as `chat.text` (ChatUI shows what it sent itself); other servers'
+// the server option `--ag2-text-turns` makes it always a new turn. The turn is not echoed to the
+// chat's sockets on this server as `chat.text` (ChatUI shows what it sent itself); other servers'
 // sockets and replays show it.
 //
 // POST /chat/{enterprise_id}/{chat_id}/{user_id}/input

@@ -431,3 +431,33 @@ func TestWorkflowsValidatorChecksEveryEntry(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/a/human_in_the_loop")
 }
+
+// TestRESTAnswerWithNoSocketOpen: /input finds the pending question in the
+// chat's events when no socket of the chat is open on the server.
+func TestRESTAnswerWithNoSocketOpen(t *testing.T) {
+	h := start(t, testConfig(t))
+	chat := h.startChat("default", "").ChatID
+	c := h.dialAs(chat, "e1", "u1")
+	h.input(chat, `{"message":"ask me something"}`)
+	frames := c.until(ag2api.TypeChatInputRequest)
+	req := frames[len(frames)-1].msg.(ag2api.InputRequest).Data
+	c.close()
+
+	a := h.input(chat, `{"message":"Lin"}`)
+	assert.Equal(t, "answer", a.Kind)
+	assert.Equal(t, req.RequestID, a.RequestID)
+	r := h.dialAs(chat, "e1", "u1")
+	r.resume(req.Seq)
+	var texts []got
+	for {
+		g := r.next()
+		if g.typ == ag2api.TypeChatText {
+			texts = append(texts, g)
+		}
+		if g.typ == ag2api.TypeChatRunComplete {
+			break
+		}
+	}
+	require.NotEmpty(t, texts)
+	assert.Equal(t, "Hello, Lin!", texts[len(texts)-1].str("content"))
+}
