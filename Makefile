@@ -1,8 +1,9 @@
 # agentwire — see README.md.
 GO ?= go
 FUZZTIME ?= 30s
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test generate vet fuzz bench bench-e2e lint
+.PHONY: run test generate vet fuzz bench bench-e2e lint chatui-e2e
 
 ## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data);
 ## flags go in ARGS: make run ARGS='--addr 127.0.0.1:9090 --approval-policy auto-edit'
@@ -34,9 +35,14 @@ bench:
 bench-e2e:
 	$(GO) run ./cmd/loadgen $(LOADGEN_FLAGS)
 
+## chatui-e2e: ChatUI-shaped flows in headless Chromium against a real
+## server (needs chromium and npm; CHROMIUM names the browser)
+chatui-e2e:
+	cd .ci/chatui && npm ci --no-audit --no-fund --loglevel=error && CHROMIUM=$(CHROMIUM) node --test
+
 ## lint: the schema document linters CI runs, and tsc on the generated TypeScript (needs npm)
 lint:
 	cd .ci/lint && npm ci --no-audit --no-fund --loglevel=error
 	node .ci/lint/validate-asyncapi.mjs asyncapi/*.yaml
-	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml
+	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml schemas/openapi/ag2.yaml
 	.ci/lint/node_modules/.bin/tsc --noEmit -p generated/ts

@@ -11,6 +11,11 @@ package generated
 // before decoding with ogen's types.
 //go:generate go run ../cmd/asyncapigen -openapi ../schemas/openapi/threads.yaml -ogen ../schemas/openapi/ogen.yml -out threadsapi
 
+// ChatUI's REST calls beside the AG2 WebSocket, the same way: types, JSON,
+// client and structured validators; the server is hand-written in
+// internal/protocol/ag2 (rest.go).
+//go:generate go run ../cmd/asyncapigen -openapi ../schemas/openapi/ag2.yaml -ogen ../schemas/openapi/ogen.yml -out ag2restapi
+
 // WebSocket protocols: typed messages, validating decoders, encoders, handler
 // interfaces and constructors from the AsyncAPI 3.0 documents.
 //go:generate go run ../cmd/asyncapigen -in ../asyncapi/agentchat.yaml -out agentchatapi

@@ -66,7 +66,7 @@ var wireProtocols = []wireProtocol{
 			ag2api.UserInputSubmit{}, ag2api.InlineComponentResult{}, ag2api.ArtifactPatch{}, ag2api.ClientResume{},
 			ag2api.ResumeBoundary{}, ag2api.SelectSpeaker{}, ag2api.Print{}, ag2api.Text{}, ag2api.InputRequest{},
 			ag2api.InputTimeout{}, ag2api.InputAck{}, ag2api.ToolCall{}, ag2api.ToolResponse{}, ag2api.ToolProgress{},
-			ag2api.UsageSummary{}, ag2api.RunComplete{}, ag2api.ChatError{},
+			ag2api.UsageSummary{}, ag2api.RunComplete{}, ag2api.ChatError{}, ag2api.UIToolResponse{}, ag2api.UIToolEvent{},
 		},
 		decode:           func(b []byte) (any, error) { return ag2api.Decode(b) },
 		decodeOutbound:   func(b []byte) (any, error) { return ag2api.DecodeOutbound(b) },

@@ -23,7 +23,8 @@ type Schema struct {
 	Nullable    bool     // "null" is among the declared types
 	Props       []*Prop
 	Required    []string
-	Closed      bool // additionalProperties: false
+	Closed      bool    // additionalProperties: false
+	Values      *Schema // additionalProperties: a schema (OpenAPI documents only)
 	Enum        []any
 	Const       any
 	HasConst    bool
@@ -218,9 +219,14 @@ func (l *loader) parse(s *Schema, n *yaml.Node, file, ptr string) error {
 		case "required":
 			err = val.Decode(&s.Required)
 		case "additionalProperties":
+			if val.Kind == yaml.MappingNode {
+				s.Values = &Schema{}
+				err = l.parse(s.Values, val, file, ptr+"/additionalProperties")
+				break
+			}
 			var b bool
 			if val.Kind != yaml.ScalarNode || val.Decode(&b) != nil {
-				return at("additionalProperties must be true or false")
+				return at("additionalProperties must be true, false or a schema")
 			}
 			s.Closed = !b
 		case "enum":

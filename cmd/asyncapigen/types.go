@@ -184,6 +184,9 @@ func (g *typeGen) rewrite(s *Schema, file, name string, isRoot bool) (map[string
 	m["type"] = s.Type()
 	switch s.Type() {
 	case "object":
+		if s.Values != nil {
+			return nil, fmt.Errorf("%s: additionalProperties as a schema is supported in OpenAPI documents only", s.where())
+		}
 		props := map[string]any{}
 		for _, p := range s.Props {
 			ps, err := g.rewrite(p.Schema, file, name+exportName(p.Name), false)

@@ -93,7 +93,8 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 			return err
 		}
 	case "object":
-		needObj := len(s.Props) > 0 || len(s.Required) > 0 || s.Closed
+		values := s.Values != nil && constrains(s.Values)
+		needObj := len(s.Props) > 0 || len(s.Required) > 0 || s.Closed || values
 		g.p("{")
 		if needObj {
 			g.p("o%s, err := wire.Object(%s, %s, %s)", d, path, val, null)
@@ -119,6 +120,17 @@ func (g *validatorGen) node(s *Schema, path, val string, depth int) error {
 				}
 				g.p("if x%s, ok := o%s[%q]; ok {", d, d, p.Name)
 				if err := g.node(p.Schema, fmt.Sprintf("wire.Field(%s, %q)", path, escapePointer(p.Name)), "x"+d, depth+1); err != nil {
+					return err
+				}
+				g.p("}")
+			}
+			if values {
+				var names []string
+				for _, p := range s.Props {
+					names = append(names, p.Name)
+				}
+				g.p("for _, k%s := range wire.Others(o%s, %s) {", d, d, quoteList(names))
+				if err := g.node(s.Values, fmt.Sprintf("wire.Field(%s, wire.Escape(k%s))", path, d), fmt.Sprintf("o%s[k%s]", d, d), depth+1); err != nil {
 					return err
 				}
 				g.p("}")

@@ -71,7 +71,11 @@ func (s *jsonSocket) until(stop func(map[string]any) bool) []map[string]any {
 	for {
 		select {
 		case f, ok := <-s.frames:
-			require.True(s.t, ok, "after %v: %v", types(seen), s.err)
+			if !ok {
+				// s.err is read only once the reader has closed frames:
+				// before that it may still be writing it.
+				s.t.Fatalf("the socket ended after %v: %v", types(seen), s.err)
+			}
 			seen = append(seen, f)
 			if stop(f) {
 				return seen
@@ -91,7 +95,9 @@ func (s *jsonSocket) quiet(d time.Duration) []map[string]any {
 	for {
 		select {
 		case f, ok := <-s.frames:
-			require.True(s.t, ok, "after %v: %v", types(seen), s.err)
+			if !ok {
+				s.t.Fatalf("the socket ended after %v: %v", types(seen), s.err)
+			}
 			seen = append(seen, f)
 		case <-timeout:
 			return seen

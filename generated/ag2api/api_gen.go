@@ -9,7 +9,16 @@
 //
 // Choices where the document is silent or contradicts itself:
 //   - Outbound frames put the table's "Core Fields" (all but `type`) under
-//     `data`, as the original server did and the document's error example shows.
+//     `data`, as the original server did and the document's error example
+//     shows, and also copy every one of them to the top level, as the table
+//     lists them and as ChatUI reads them (`seq`, `success`, the token counts,
+//     `reason`, `message`, ...). The copies always equal `data`'s fields.
+//     The top-level `seq` is what ChatUI's resume tracks: it stores the
+//     highest seq seen and sends it as `lastClientIndex` after a reload, and
+//     treats a seq lower than the last one but one as a gap (it then sends
+//     `client.resume` and drops the frame). agentwire's seqs only increase
+//     along a socket's frames (frames of one event share one; a replay holds
+//     only greater seqs than the resume's), so ChatUI never sees a gap.
 //     `timestamp` (the event's time, RFC 3339 UTC) is always sent; replayed frames
 //     add `replay: true` beside it.
 //   - `seq` is the seq of the canonical event the frame shows in the chat's log
@@ -26,8 +35,11 @@
 //     0.5 s, until its first message, so that a resume sent at once is not
 //     overtaken by live frames. A corrupt `client.resume` (a bad
 //     `lastClientIndex`, another chat's `chat_id`) gets `RESUME_FAILED`.
-//   - A `user.input.submit` without `request_id` is a new user turn (as in the
-//     original server); with an unknown or already answered `request_id` the
+//   - A `user.input.submit` without `request_id` (or ChatUI's alias
+//     `input_request_id`) answers the chat's pending input request or
+//     approval when there is one (the most recent), as the original server's
+//     `/input` did, and is a new user turn otherwise; `--ag2-text-turns`
+//     makes it always a new turn. With an unknown or already answered `request_id` the
 //     server answers `chat.error` with `UNKNOWN_REQUEST`. `INPUT_REQUEST_NOT_FOUND`
 //     is not used: it means the same thing, and UNKNOWN_REQUEST is the code the
 //     error handling section names. User turns posted from other sockets or other
@@ -51,6 +63,16 @@
 //     the message is dropped).
 //   - A chat belongs to the enterprise_id and user_id that opened it first; a
 //     socket naming it under another is closed with 1008 before anything is sent.
+//   - UI tools: `chat.tool_call` also carries `is_ui_tool`, `ui_tool_id` and
+//     `workflow_name`, and is followed by a legacy `ui_tool_event` frame with
+//     the same seq, from which ChatUI renders components. ChatUI's answers
+//     (`ui_tool_response` here, or `POST /api/ui-tool/submit`) reach the
+//     waiting run like `inline_component.result`.
+//   - An input request without a component (a question, an approval) is
+//     also shown as a `chat.text` of its agent with the prompt, because
+//     ChatUI renders nothing for such a `chat.input_request`.
+//   - ChatUI's REST calls (starting chats, posting turns, UI tool answers)
+//     are described in schemas/openapi/ag2.yaml.
 //   - Legacy un-namespaced duplicates (`text` beside `chat.text`, ...) are sent
 //     only with `--ag2-legacy-types`.
 package ag2api
@@ -71,6 +93,7 @@ const (
 	TypeInlineComponentResult = "inline_component.result"
 	TypeArtifactPatch         = "artifact_patch"
 	TypeClientResume          = "client.resume"
+	TypeUIToolResponse        = "ui_tool_response"
 	TypeChatResumeBoundary    = "chat.resume_boundary"
 	TypeChatSelectSpeaker     = "chat.select_speaker"
 	TypeChatPrint             = "chat.print"
@@ -84,6 +107,7 @@ const (
 	TypeChatUsageSummary      = "chat.usage_summary"
 	TypeChatRunComplete       = "chat.run_complete"
 	TypeChatError             = "chat.error"
+	TypeUIToolEvent           = "ui_tool_event"
 )
 
 // Message is any message of the protocol.
@@ -123,6 +147,10 @@ func (ArtifactPatch) isInbound()          {}
 // MessageType implements Message.
 func (ClientResume) MessageType() string { return TypeClientResume }
 func (ClientResume) isInbound()          {}
+
+// MessageType implements Message.
+func (UIToolResponse) MessageType() string { return TypeUIToolResponse }
+func (UIToolResponse) isInbound()          {}
 
 // MessageType implements Message.
 func (ResumeBoundary) MessageType() string { return TypeChatResumeBoundary }
@@ -176,6 +204,10 @@ func (RunComplete) isOutbound()         {}
 func (ChatError) MessageType() string { return TypeChatError }
 func (ChatError) isOutbound()         {}
 
+// MessageType implements Message.
+func (UIToolEvent) MessageType() string { return TypeUIToolEvent }
+func (UIToolEvent) isOutbound()         {}
+
 // Decode parses a frame sent by a client, checks it against its schema and
 // returns the typed message. A frame that does not match returns a
 // *wire.Error with the kind of violation, the message type once it is
@@ -201,6 +233,10 @@ func Decode(frame []byte) (Inbound, error) {
 		m = x
 	case TypeClientResume:
 		var x ClientResume
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
+	case TypeUIToolResponse:
+		var x UIToolResponse
 		err = wire.UnmarshalParsed(frame, v, &x)
 		m = x
 	default:
@@ -240,6 +276,8 @@ func checkInbound(frame []byte) (string, any, error) {
 		err = validateArtifactPatch("", v)
 	case TypeClientResume:
 		err = validateClientResume("", v)
+	case TypeUIToolResponse:
+		err = validateUIToolResponse("", v)
 	default:
 		return t, nil, wire.UnknownType(t)
 	}
@@ -312,6 +350,10 @@ func DecodeOutbound(frame []byte) (Outbound, error) {
 		var x ChatError
 		err = wire.UnmarshalParsed(frame, v, &x)
 		m = x
+	case TypeUIToolEvent:
+		var x UIToolEvent
+		err = wire.UnmarshalParsed(frame, v, &x)
+		m = x
 	default:
 		return nil, wire.UnknownType(t)
 	}
@@ -367,6 +409,8 @@ func checkOutbound(frame []byte) (string, any, error) {
 		err = validateRunComplete("", v)
 	case TypeChatError:
 		err = validateChatError("", v)
+	case TypeUIToolEvent:
+		err = validateUIToolEvent("", v)
 	default:
 		return t, nil, wire.UnknownType(t)
 	}
@@ -395,6 +439,8 @@ type Handler interface {
 	HandleArtifactPatch(ctx context.Context, m ArtifactPatch) error
 	// HandleClientResume handles "client.resume": Reconnect and request replay
 	HandleClientResume(ctx context.Context, m ClientResume) error
+	// HandleUIToolResponse handles "ui_tool_response": ChatUI's answer of a UI component (legacy)
+	HandleUIToolResponse(ctx context.Context, m UIToolResponse) error
 }
 
 // Dispatch calls the Handler method for m's type.
@@ -408,6 +454,8 @@ func Dispatch(ctx context.Context, h Handler, m Inbound) error {
 		return h.HandleArtifactPatch(ctx, m)
 	case ClientResume:
 		return h.HandleClientResume(ctx, m)
+	case UIToolResponse:
+		return h.HandleUIToolResponse(ctx, m)
 	}
 	return fmt.Errorf("dispatch: unexpected message %T", m)
 }
@@ -439,6 +487,11 @@ func (UnimplementedHandler) HandleArtifactPatch(context.Context, ArtifactPatch) 
 // HandleClientResume implements Handler.
 func (UnimplementedHandler) HandleClientResume(context.Context, ClientResume) error {
 	return &wire.UnimplementedError{Message: TypeClientResume}
+}
+
+// HandleUIToolResponse implements Handler.
+func (UnimplementedHandler) HandleUIToolResponse(context.Context, UIToolResponse) error {
+	return &wire.UnimplementedError{Message: TypeUIToolResponse}
 }
 
 // NewResumeBoundary returns a "chat.resume_boundary" message with its required fields (data).
@@ -504,4 +557,9 @@ func NewRunComplete(data RunCompleteData) RunComplete {
 // NewChatError returns a "chat.error" message with its required fields (data).
 func NewChatError(data ChatErrorData) ChatError {
 	return ChatError{Type: TypeChatError, Data: data}
+}
+
+// NewUIToolEvent returns a "ui_tool_event" message with its required fields (data).
+func NewUIToolEvent(data UIToolEventData) UIToolEvent {
+	return UIToolEvent{Type: TypeUIToolEvent, Data: data}
 }

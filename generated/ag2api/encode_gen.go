@@ -54,13 +54,43 @@ func (m ArtifactPatch) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 func (m ChatError) AppendJSON(b []byte) ([]byte, error) {
 	n := len(b)
 	var err error
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	if b, err = m.Data.AppendJSON(b); err != nil {
 		return b[:n], err
+	}
+	if len(m.Details) != 0 {
+		b = append(b, `,"details":`...)
+		if b, err = wire.AppendRawJSON(b, m.Details); err != nil {
+			return b[:n], err
+		}
+	}
+	if m.ErrorCode != nil {
+		b = append(b, `,"error_code":`...)
+		b = wire.AppendString(b, *m.ErrorCode)
+	}
+	if m.Message != nil {
+		b = append(b, `,"message":`...)
+		b = wire.AppendString(b, *m.Message)
+	}
+	if m.Recoverable != nil {
+		b = append(b, `,"recoverable":`...)
+		b = strconv.AppendBool(b, *m.Recoverable)
 	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -173,11 +203,34 @@ func (m InlineComponentResult) MarshalJSON() ([]byte, error) { return wire.Marsh
 func (m InputAck) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m InputAck) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.RequestID != nil {
+		b = append(b, `,"request_id":`...)
+		b = wire.AppendString(b, *m.RequestID)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -213,11 +266,60 @@ func (m InputAckData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 func (m InputRequest) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m InputRequest) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.Agent != nil {
+		b = append(b, `"agent":`...)
+		b = wire.AppendString(b, *m.Agent)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.ComponentType != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"component_type":`...)
+		b = wire.AppendString(b, *m.ComponentType)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
+	if m.Password != nil {
+		b = append(b, `,"password":`...)
+		b = strconv.AppendBool(b, *m.Password)
+	}
+	if m.Prompt != nil {
+		b = append(b, `,"prompt":`...)
+		b = wire.AppendString(b, *m.Prompt)
+	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.RequestID != nil {
+		b = append(b, `,"request_id":`...)
+		b = wire.AppendString(b, *m.RequestID)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
+	if m.TimeoutSeconds != nil {
+		b = append(b, `,"timeout_seconds":`...)
+		b = strconv.AppendInt(b, int64(*m.TimeoutSeconds), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -275,11 +377,38 @@ func (m InputRequestData) MarshalJSON() ([]byte, error) { return wire.Marshal(m)
 func (m InputTimeout) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m InputTimeout) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.RequestID != nil {
+		b = append(b, `,"request_id":`...)
+		b = wire.AppendString(b, *m.RequestID)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
+	if m.TimeoutSeconds != nil {
+		b = append(b, `,"timeout_seconds":`...)
+		b = strconv.AppendInt(b, int64(*m.TimeoutSeconds), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -317,11 +446,44 @@ func (m InputTimeoutData) MarshalJSON() ([]byte, error) { return wire.Marshal(m)
 func (m Print) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m Print) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.Agent != nil {
+		b = append(b, `"agent":`...)
+		b = wire.AppendString(b, *m.Agent)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Content != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"content":`...)
+		b = wire.AppendString(b, *m.Content)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -361,15 +523,35 @@ func (m PrintData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 func (m ResumeBoundary) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m ResumeBoundary) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
+	if m.LastMessageIndex != nil {
+		b = append(b, `,"last_message_index":`...)
+		b = strconv.AppendInt(b, int64(*m.LastMessageIndex), 10)
+	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
 	}
+	if m.ReplayedMessages != nil {
+		b = append(b, `,"replayed_messages":`...)
+		b = strconv.AppendInt(b, int64(*m.ReplayedMessages), 10)
+	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
 		b = wire.AppendString(b, *m.Timestamp)
+	}
+	if m.TotalMessages != nil {
+		b = append(b, `,"total_messages":`...)
+		b = strconv.AppendInt(b, int64(*m.TotalMessages), 10)
 	}
 	b = append(b, `,"type":"chat.resume_boundary"}`...)
 	return b
@@ -407,11 +589,27 @@ func (m ResumeBoundaryData) MarshalJSON() ([]byte, error) { return wire.Marshal(
 func (m RunComplete) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m RunComplete) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
+	if m.Reason != nil {
+		b = append(b, `,"reason":`...)
+		b = wire.AppendString(b, *m.Reason)
+	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -445,11 +643,30 @@ func (m RunCompleteData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) 
 func (m SelectSpeaker) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m SelectSpeaker) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.Agent != nil {
+		b = append(b, `"agent":`...)
+		b = wire.AppendString(b, *m.Agent)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -483,11 +700,37 @@ func (m SelectSpeakerData) MarshalJSON() ([]byte, error) { return wire.Marshal(m
 func (m Text) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m Text) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.Agent != nil {
+		b = append(b, `"agent":`...)
+		b = wire.AppendString(b, *m.Agent)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Content != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"content":`...)
+		b = wire.AppendString(b, *m.Content)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
 	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
@@ -523,19 +766,79 @@ func (m TextData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 func (m ToolCall) AppendJSON(b []byte) ([]byte, error) {
 	n := len(b)
 	var err error
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.AwaitingResponse != nil {
+		b = append(b, `"awaiting_response":`...)
+		b = strconv.AppendBool(b, *m.AwaitingResponse)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.ComponentType != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"component_type":`...)
+		b = wire.AppendString(b, *m.ComponentType)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	if b, err = m.Data.AppendJSON(b); err != nil {
 		return b[:n], err
+	}
+	if m.Display != nil {
+		b = append(b, `,"display":`...)
+		b = wire.AppendString(b, *m.Display)
+	}
+	if m.IsUITool != nil {
+		b = append(b, `,"is_ui_tool":`...)
+		b = strconv.AppendBool(b, *m.IsUITool)
+	}
+	if len(m.Payload) != 0 {
+		b = append(b, `,"payload":`...)
+		if b, err = wire.AppendRawJSON(b, m.Payload); err != nil {
+			return b[:n], err
+		}
 	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
 	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
 		b = wire.AppendString(b, *m.Timestamp)
 	}
-	b = append(b, `,"type":"chat.tool_call"}`...)
+	if m.ToolName != nil {
+		b = append(b, `,"tool_name":`...)
+		b = wire.AppendString(b, *m.ToolName)
+	}
+	b = append(b, `,"type":"chat.tool_call"`...)
+	if m.UIToolID != nil {
+		b = append(b, `,"ui_tool_id":`...)
+		b = wire.AppendString(b, *m.UIToolID)
+	}
+	if m.WorkflowName != nil {
+		b = append(b, `,"workflow_name":`...)
+		b = wire.AppendString(b, *m.WorkflowName)
+	}
+	b = append(b, '}')
 	return b, nil
 }
 
@@ -558,6 +861,10 @@ func (m ToolCallData) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"display":`...)
 		b = wire.AppendString(b, *m.Display)
 	}
+	if m.IsUITool != nil {
+		b = append(b, `,"is_ui_tool":`...)
+		b = strconv.AppendBool(b, *m.IsUITool)
+	}
 	b = append(b, `,"payload":`...)
 	if b, err = wire.AppendRawJSON(b, m.Payload); err != nil {
 		return b[:n], err
@@ -566,6 +873,14 @@ func (m ToolCallData) AppendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(m.Seq), 10)
 	b = append(b, `,"tool_name":`...)
 	b = wire.AppendString(b, m.ToolName)
+	if m.UIToolID != nil {
+		b = append(b, `,"ui_tool_id":`...)
+		b = wire.AppendString(b, *m.UIToolID)
+	}
+	if m.WorkflowName != nil {
+		b = append(b, `,"workflow_name":`...)
+		b = wire.AppendString(b, *m.WorkflowName)
+	}
 	b = append(b, '}')
 	return b, nil
 }
@@ -577,17 +892,50 @@ func (m ToolCallData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 func (m ToolProgress) AppendJSON(b []byte) ([]byte, error) {
 	n := len(b)
 	var err error
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	if b, err = m.Data.AppendJSON(b); err != nil {
 		return b[:n], err
+	}
+	if m.ProgressPercent != nil {
+		b = append(b, `,"progress_percent":`...)
+		if b, err = wire.AppendFloat(b, *m.ProgressPercent); err != nil {
+			return b[:n], err
+		}
 	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
 	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
+	if m.StatusMessage != nil {
+		b = append(b, `,"status_message":`...)
+		b = wire.AppendString(b, *m.StatusMessage)
+	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
 		b = wire.AppendString(b, *m.Timestamp)
+	}
+	if m.ToolName != nil {
+		b = append(b, `,"tool_name":`...)
+		b = wire.AppendString(b, *m.ToolName)
 	}
 	b = append(b, `,"type":"chat.tool_progress"}`...)
 	return b, nil
@@ -625,15 +973,49 @@ func (m ToolProgressData) MarshalJSON() ([]byte, error) { return wire.Marshal(m)
 func (m ToolResponse) AppendJSON(b []byte) ([]byte, error) { return m.appendJSON(b), nil }
 
 func (m ToolResponse) appendJSON(b []byte) []byte {
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.Content != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"content":`...)
+		b = wire.AppendString(b, *m.Content)
+	}
+	if m.Corr != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"corr":`...)
+		b = wire.AppendString(b, *m.Corr)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	b = m.Data.appendJSON(b)
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
 	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
+	if m.Success != nil {
+		b = append(b, `,"success":`...)
+		b = strconv.AppendBool(b, *m.Success)
+	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
 		b = wire.AppendString(b, *m.Timestamp)
+	}
+	if m.ToolName != nil {
+		b = append(b, `,"tool_name":`...)
+		b = wire.AppendString(b, *m.ToolName)
 	}
 	b = append(b, `,"type":"chat.tool_response"}`...)
 	return b
@@ -666,20 +1048,169 @@ func (m ToolResponseData) appendJSON(b []byte) []byte {
 func (m ToolResponseData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
 
 // AppendJSON appends m's JSON, with its constant fields set, to b, as encoding/json would write it.
-func (m UsageSummary) AppendJSON(b []byte) ([]byte, error) {
+func (m UIToolEvent) AppendJSON(b []byte) ([]byte, error) {
 	n := len(b)
 	var err error
-	b = append(b, `{"data":`...)
+	b = append(b, '{')
+	if m.AwaitingResponse != nil {
+		b = append(b, `"awaiting_response":`...)
+		b = strconv.AppendBool(b, *m.AwaitingResponse)
+	}
+	if m.ChatID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
 	if b, err = m.Data.AppendJSON(b); err != nil {
 		return b[:n], err
+	}
+	if m.Display != nil {
+		b = append(b, `,"display":`...)
+		b = wire.AppendString(b, *m.Display)
+	}
+	if m.EventID != nil {
+		b = append(b, `,"eventId":`...)
+		b = wire.AppendString(b, *m.EventID)
+	}
+	if len(m.Payload) != 0 {
+		b = append(b, `,"payload":`...)
+		if b, err = wire.AppendRawJSON(b, m.Payload); err != nil {
+			return b[:n], err
+		}
 	}
 	if m.Replay != nil {
 		b = append(b, `,"replay":`...)
 		b = strconv.AppendBool(b, *m.Replay)
 	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
 	if m.Timestamp != nil {
 		b = append(b, `,"timestamp":`...)
 		b = wire.AppendString(b, *m.Timestamp)
+	}
+	b = append(b, `,"type":"ui_tool_event"`...)
+	if m.UIToolID != nil {
+		b = append(b, `,"ui_tool_id":`...)
+		b = wire.AppendString(b, *m.UIToolID)
+	}
+	if m.WorkflowName != nil {
+		b = append(b, `,"workflow_name":`...)
+		b = wire.AppendString(b, *m.WorkflowName)
+	}
+	b = append(b, '}')
+	return b, nil
+}
+
+// MarshalJSON encodes m with AppendJSON, without reflection.
+func (m UIToolEvent) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
+
+// AppendJSON appends m's JSON to b, as encoding/json would write it.
+func (m UIToolEventData) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
+	b = append(b, `{"awaiting_response":`...)
+	b = strconv.AppendBool(b, m.AwaitingResponse)
+	b = append(b, `,"chat_id":`...)
+	b = wire.AppendString(b, m.ChatID)
+	b = append(b, `,"display":`...)
+	b = wire.AppendString(b, m.Display)
+	b = append(b, `,"eventId":`...)
+	b = wire.AppendString(b, m.EventID)
+	b = append(b, `,"payload":`...)
+	if b, err = wire.AppendRawJSON(b, m.Payload); err != nil {
+		return b[:n], err
+	}
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(m.Seq), 10)
+	b = append(b, `,"ui_tool_id":`...)
+	b = wire.AppendString(b, m.UIToolID)
+	b = append(b, `,"workflow_name":`...)
+	b = wire.AppendString(b, m.WorkflowName)
+	b = append(b, '}')
+	return b, nil
+}
+
+// MarshalJSON encodes m with AppendJSON, without reflection.
+func (m UIToolEventData) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
+
+// AppendJSON appends m's JSON, with its constant fields set, to b, as encoding/json would write it.
+func (m UIToolResponse) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
+	b = append(b, `{"eventId":`...)
+	b = wire.AppendString(b, m.EventID)
+	if len(m.Response) != 0 {
+		b = append(b, `,"response":`...)
+		if b, err = wire.AppendRawJSON(b, m.Response); err != nil {
+			return b[:n], err
+		}
+	}
+	b = append(b, `,"type":"ui_tool_response"}`...)
+	return b, nil
+}
+
+// MarshalJSON encodes m with AppendJSON, without reflection.
+func (m UIToolResponse) MarshalJSON() ([]byte, error) { return wire.Marshal(m) }
+
+// AppendJSON appends m's JSON, with its constant fields set, to b, as encoding/json would write it.
+func (m UsageSummary) AppendJSON(b []byte) ([]byte, error) {
+	n := len(b)
+	var err error
+	b = append(b, '{')
+	if m.ChatID != nil {
+		b = append(b, `"chat_id":`...)
+		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.CompletionTokens != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"completion_tokens":`...)
+		b = strconv.AppendInt(b, int64(*m.CompletionTokens), 10)
+	}
+	if m.Cost != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"cost":`...)
+		if b, err = wire.AppendFloat(b, *m.Cost); err != nil {
+			return b[:n], err
+		}
+	}
+	if b[len(b)-1] != '{' {
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
+	if b, err = m.Data.AppendJSON(b); err != nil {
+		return b[:n], err
+	}
+	if m.PromptTokens != nil {
+		b = append(b, `,"prompt_tokens":`...)
+		b = strconv.AppendInt(b, int64(*m.PromptTokens), 10)
+	}
+	if m.Replay != nil {
+		b = append(b, `,"replay":`...)
+		b = strconv.AppendBool(b, *m.Replay)
+	}
+	if m.Seq != nil {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, int64(*m.Seq), 10)
+	}
+	if m.Timestamp != nil {
+		b = append(b, `,"timestamp":`...)
+		b = wire.AppendString(b, *m.Timestamp)
+	}
+	if m.TotalTokens != nil {
+		b = append(b, `,"total_tokens":`...)
+		b = strconv.AppendInt(b, int64(*m.TotalTokens), 10)
 	}
 	b = append(b, `,"type":"chat.usage_summary"}`...)
 	return b, nil
@@ -723,6 +1254,13 @@ func (m UserInputSubmit) appendJSON(b []byte) []byte {
 	if m.ChatID != nil {
 		b = append(b, `"chat_id":`...)
 		b = wire.AppendString(b, *m.ChatID)
+	}
+	if m.InputRequestID != nil {
+		if b[len(b)-1] != '{' {
+			b = append(b, ',')
+		}
+		b = append(b, `"input_request_id":`...)
+		b = wire.AppendString(b, *m.InputRequestID)
 	}
 	if m.LastClientSeq != nil {
 		if b[len(b)-1] != '{' {

@@ -33,11 +33,41 @@ type ArtifactPatch struct {
 // chat.run_complete) and errors answering one socket's message have none. chat_id
 // is always sent.
 type ChatError struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
 	// Fields of a chat.error frame.
 	Data ChatErrorData `json:"data"`
 
+	// A copy of data.details at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Details json.RawMessage `json:"details,omitempty,omitzero"`
+
+	// A copy of data.error_code at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ErrorCode *string `json:"error_code,omitempty,omitzero"`
+
+	// A copy of data.message at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Message *string `json:"message,omitempty,omitzero"`
+
+	// A copy of data.recoverable at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Recoverable *bool `json:"recoverable,omitempty,omitzero"`
+
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -106,11 +136,31 @@ type InlineComponentResult struct {
 // The answer to an input request (or an approval) was accepted, from whichever
 // socket or protocol gave it; every socket of the chat receives it.
 type InputAck struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.input_ack frame.
 	Data InputAckData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.request_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	RequestID *string `json:"request_id,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -145,11 +195,56 @@ type InputAckData struct {
 // case-insensitive; any other text gets a chat.error and the request stays
 // pending. Manual speaker selection of a workflow asks the same way too.
 type InputRequest struct {
+	// A copy of data.agent at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Agent *string `json:"agent,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.component_type at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	ComponentType *string `json:"component_type,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.input_request frame.
 	Data InputRequestData `json:"data"`
 
+	// A copy of data.password at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Password *bool `json:"password,omitempty,omitzero"`
+
+	// A copy of data.prompt at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Prompt *string `json:"prompt,omitempty,omitzero"`
+
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.request_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	RequestID *string `json:"request_id,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
+	// A copy of data.timeout_seconds at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -197,11 +292,36 @@ type InputRequestData struct {
 // --input-timeout); the request is closed, the tool gets a timeout result and the
 // run goes on. A later answer gets UNKNOWN_REQUEST.
 type InputTimeout struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.input_timeout frame.
 	Data InputTimeoutData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.request_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	RequestID *string `json:"request_id,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
+	// A copy of data.timeout_seconds at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -237,11 +357,36 @@ type InputTimeoutData struct {
 // completes them. In a replay the contiguous chunks of one message are coalesced
 // into one chat.print carrying the seq of the last of them.
 type Print struct {
+	// A copy of data.agent at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Agent *string `json:"agent,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.content at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Content *string `json:"content,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.print frame.
 	Data PrintData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -275,15 +420,35 @@ type PrintData struct {
 // document's table names only chat_id; the original server also sent the replay
 // counts, which agentwire sends too.
 type ResumeBoundary struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
 	// Fields of a chat.resume_boundary frame.
 	Data ResumeBoundaryData `json:"data"`
+
+	// A copy of data.last_message_index at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	LastMessageIndex *int `json:"last_message_index,omitempty,omitzero"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
 
+	// A copy of data.replayed_messages at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	ReplayedMessages *int `json:"replayed_messages,omitempty,omitzero"`
+
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
 	Timestamp *string `json:"timestamp,omitempty,omitzero"`
+
+	// A copy of data.total_messages at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	TotalMessages *int `json:"total_messages,omitempty,omitzero"`
 
 	// Always "chat.resume_boundary".
 	Type string `json:"type"`
@@ -310,11 +475,26 @@ type ResumeBoundaryData struct {
 // (the termination keyword, or a "deny and stop" answer), "cancelled" or "error";
 // an errored run is preceded by a chat.error without seq.
 type RunComplete struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
 	// Fields of a chat.run_complete frame.
 	Data RunCompleteData `json:"data"`
 
+	// A copy of data.reason at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Reason *string `json:"reason,omitempty,omitzero"`
+
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -340,11 +520,26 @@ type RunCompleteData struct {
 
 // A group chat chose the next agent to speak.
 type SelectSpeaker struct {
+	// A copy of data.agent at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Agent *string `json:"agent,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
 	// Fields of a chat.select_speaker frame.
 	Data SelectSpeakerData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -370,11 +565,31 @@ type SelectSpeakerData struct {
 
 // A finalised agent turn: the whole text of one agent message.
 type Text struct {
+	// A copy of data.agent at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Agent *string `json:"agent,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.content at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Content *string `json:"content,omitempty,omitzero"`
+
 	// Fields of a chat.text frame.
 	Data TextData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
@@ -407,20 +622,79 @@ type TextData struct {
 // artifact. After an artifact_patch the artifact is sent again as a chat.tool_call
 // with the same corr and the patched payload. agentwire also reports ordinary tool
 // calls this way, with awaiting_response false and an empty component_type, so a
-// UI can show them.
+// UI can show them. UI tools also carry is_ui_tool true, ui_tool_id (the
+// component) and workflow_name, as ChatUI reads them; ChatUI renders the component
+// from the legacy ui_tool_event frame sent right after (see UIToolEvent), and
+// answers over WebSocket (inline_component.result, ui_tool_response) or POST
+// /api/ui-tool/submit.
 type ToolCall struct {
+	// A copy of data.awaiting_response at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	AwaitingResponse *bool `json:"awaiting_response,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.component_type at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	ComponentType *string `json:"component_type,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.tool_call frame.
 	Data ToolCallData `json:"data"`
 
+	// A copy of data.display at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Display *string `json:"display,omitempty,omitzero"`
+
+	// A copy of data.is_ui_tool at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	IsUITool *bool `json:"is_ui_tool,omitempty,omitzero"`
+
+	// A copy of data.payload at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Payload json.RawMessage `json:"payload,omitempty,omitzero"`
+
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
 
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
 	Timestamp *string `json:"timestamp,omitempty,omitzero"`
 
+	// A copy of data.tool_name at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ToolName *string `json:"tool_name,omitempty,omitzero"`
+
 	// Always "chat.tool_call".
 	Type string `json:"type"`
+
+	// A copy of data.ui_tool_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	UIToolID *string `json:"ui_tool_id,omitempty,omitzero"`
+
+	// A copy of data.workflow_name at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	WorkflowName *string `json:"workflow_name,omitempty,omitzero"`
 }
 
 // Fields of a chat.tool_call frame.
@@ -442,6 +716,10 @@ type ToolCallData struct {
 	// Optional: where to render the component ("inline" or "artifact").
 	Display *string `json:"display,omitempty,omitzero"`
 
+	// True for a UI tool (a component the user answers): ChatUI renders a
+	// chat.tool_call as a component only when it is true.
+	IsUITool *bool `json:"is_ui_tool,omitempty,omitzero"`
+
 	// Data for the component, or the tool's arguments (any JSON value).
 	Payload json.RawMessage `json:"payload"`
 
@@ -451,21 +729,59 @@ type ToolCallData struct {
 
 	// The tool called.
 	ToolName string `json:"tool_name"`
+
+	// For a UI tool, the component's id (the same as component_type), as ChatUI's UI
+	// tool registry names it.
+	UIToolID *string `json:"ui_tool_id,omitempty,omitzero"`
+
+	// For a UI tool, the workflow of the chat (the socket path's {workflow}), which
+	// ChatUI uses to find the component.
+	WorkflowName *string `json:"workflow_name,omitempty,omitzero"`
 }
 
 // Progress of a running tool: for the shell tool, status_message is the last line
 // of its latest output and progress_percent the last percentage seen in its output
 // (clamped to 0..100; 0 until one is seen).
 type ToolProgress struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.tool_progress frame.
 	Data ToolProgressData `json:"data"`
+
+	// A copy of data.progress_percent at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	ProgressPercent *float64 `json:"progress_percent,omitempty,omitzero"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
 
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
+	// A copy of data.status_message at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	StatusMessage *string `json:"status_message,omitempty,omitzero"`
+
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
 	Timestamp *string `json:"timestamp,omitempty,omitzero"`
+
+	// A copy of data.tool_name at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ToolName *string `json:"tool_name,omitempty,omitzero"`
 
 	// Always "chat.tool_progress".
 	Type string `json:"type"`
@@ -497,15 +813,45 @@ type ToolProgressData struct {
 
 // The result of a tool call; corr is the call's tool event id.
 type ToolResponse struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.content at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Content *string `json:"content,omitempty,omitzero"`
+
+	// A copy of data.corr at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Corr *string `json:"corr,omitempty,omitzero"`
+
 	// Fields of a chat.tool_response frame.
 	Data ToolResponseData `json:"data"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
 
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
+	// A copy of data.success at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Success *bool `json:"success,omitempty,omitzero"`
+
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
 	Timestamp *string `json:"timestamp,omitempty,omitzero"`
+
+	// A copy of data.tool_name at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ToolName *string `json:"tool_name,omitempty,omitzero"`
 
 	// Always "chat.tool_response".
 	Type string `json:"type"`
@@ -535,19 +881,156 @@ type ToolResponseData struct {
 	ToolName string `json:"tool_name"`
 }
 
-// Token use of the run so far, sent after each model call, from the provider's
-// reported usage; cost (US dollars) comes from the price table of the model in use
-// and is absent for a model the table does not price.
-type UsageSummary struct {
-	// Fields of a chat.usage_summary frame.
-	Data UsageSummaryData `json:"data"`
+// The legacy frame ChatUI renders UI components from (ChatUI ignores the component
+// of a chat.tool_call in practice). agentwire sends it right after the
+// chat.tool_call of every UI tool request (and of an artifact after a patch), with
+// the same seq; it is not part of ag2-chat-ws.md. ChatUI answers with POST
+// /api/ui-tool/submit {event_id, response_data} or a ui_tool_response frame,
+// eventId being the UI request id (the chat.tool_call's corr).
+type UIToolEvent struct {
+	// A copy of data.awaiting_response at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	AwaitingResponse *bool `json:"awaiting_response,omitempty,omitzero"`
+
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// Fields of a ui_tool_event frame.
+	Data UIToolEventData `json:"data"`
+
+	// A copy of data.display at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Display *string `json:"display,omitempty,omitzero"`
+
+	// A copy of data.eventId at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	EventID *string `json:"eventId,omitempty,omitzero"`
+
+	// A copy of data.payload at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	Payload json.RawMessage `json:"payload,omitempty,omitzero"`
 
 	// True on frames re-sent after a client.resume; absent on live frames.
 	Replay *bool `json:"replay,omitempty,omitzero"`
 
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
+	// When the server produced the frame (RFC 3339, UTC).
+	Timestamp *string `json:"timestamp,omitempty,omitzero"`
+
+	// Always "ui_tool_event".
+	Type string `json:"type"`
+
+	// A copy of data.ui_tool_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	UIToolID *string `json:"ui_tool_id,omitempty,omitzero"`
+
+	// A copy of data.workflow_name at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	WorkflowName *string `json:"workflow_name,omitempty,omitzero"`
+}
+
+// Fields of a ui_tool_event frame.
+type UIToolEventData struct {
+	// True while the request waits for an answer.
+	AwaitingResponse bool `json:"awaiting_response"`
+
+	// The chat this frame belongs to (the {chat_id} of the socket's path; also the
+	// agentwire thread id).
+	ChatID string `json:"chat_id"`
+
+	// Where to render the component: "inline" or "artifact".
+	Display string `json:"display"`
+
+	// The UI request id (chat.tool_call's corr): the event_id of POST
+	// /api/ui-tool/submit, the eventId of ui_tool_response, the corr of
+	// inline_component.result.
+	EventID string `json:"eventId"`
+
+	// Data for the component (any JSON value), as in chat.tool_call.
+	Payload json.RawMessage `json:"payload"`
+
+	// The seq of the chat.tool_call this frame accompanies.
+	Seq int `json:"seq"`
+
+	// The component to render (chat.tool_call's component_type).
+	UIToolID string `json:"ui_tool_id"`
+
+	// The workflow of the chat (the socket path's {workflow}).
+	WorkflowName string `json:"workflow_name"`
+}
+
+// ChatUI's WebSocket answer to a UI component rendered from a ui_tool_event:
+// eventId names the UI request (the chat.tool_call's corr) and response is the
+// component's data, which becomes the UI tool's result, as with
+// inline_component.result. An unknown or already answered eventId gets chat.error
+// UNKNOWN_REQUEST. Unknown fields (ChatUI also sends ui_tool_id, workflow_name and
+// payload) are ignored.
+type UIToolResponse struct {
+	// The UI request answered (ui_tool_event's eventId).
+	EventID string `json:"eventId"`
+
+	// The component's data (any JSON value); absent is null.
+	Response json.RawMessage `json:"response,omitempty,omitzero"`
+
+	// Always "ui_tool_response".
+	Type string `json:"type"`
+}
+
+// Token use of the run so far, sent after each model call, from the provider's
+// reported usage; cost (US dollars) comes from the price table of the model in use
+// and is absent for a model the table does not price.
+type UsageSummary struct {
+	// A copy of data.chat_id at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// A copy of data.completion_tokens at the top level of the frame: ChatUI reads
+	// fields there, the original server nested them under data; agentwire sends both
+	// (every field of data, always the same value).
+	CompletionTokens *int `json:"completion_tokens,omitempty,omitzero"`
+
+	// A copy of data.cost at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Cost *float64 `json:"cost,omitempty,omitzero"`
+
+	// Fields of a chat.usage_summary frame.
+	Data UsageSummaryData `json:"data"`
+
+	// A copy of data.prompt_tokens at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	PromptTokens *int `json:"prompt_tokens,omitempty,omitzero"`
+
+	// True on frames re-sent after a client.resume; absent on live frames.
+	Replay *bool `json:"replay,omitempty,omitzero"`
+
+	// A copy of data.seq at the top level of the frame: ChatUI reads fields there,
+	// the original server nested them under data; agentwire sends both (every field
+	// of data, always the same value).
+	Seq *int `json:"seq,omitempty,omitzero"`
+
 	// When the server produced the frame (RFC 3339, UTC). agentwire always sends it;
 	// it is optional here because the document's own chat.error example has none.
 	Timestamp *string `json:"timestamp,omitempty,omitzero"`
+
+	// A copy of data.total_tokens at the top level of the frame: ChatUI reads fields
+	// there, the original server nested them under data; agentwire sends both (every
+	// field of data, always the same value).
+	TotalTokens *int `json:"total_tokens,omitempty,omitzero"`
 
 	// Always "chat.usage_summary".
 	Type string `json:"type"`
@@ -576,15 +1059,22 @@ type UsageSummaryData struct {
 	TotalTokens int `json:"total_tokens"`
 }
 
-// Text from the user: the answer to the chat.input_request named by request_id
-// (for an approval, one of its listed answers), or, without request_id, a new user
-// turn that starts the workflow's run or is queued behind the running one. An
-// unknown or already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown
-// fields are ignored.
+// Text from the user: the answer to the chat.input_request named by request_id (or
+// its alias input_request_id; for an approval, one of its listed answers), or,
+// without one, a new user turn that starts the workflow's run or is queued behind
+// the running one. Text without a request id while an input request of the chat is
+// pending answers that request (the most recent one), as the original server did;
+// the server option --ag2-text-turns makes it a new turn instead. An unknown or
+// already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown fields are
+// ignored.
 type UserInputSubmit struct {
 	// The chat id; optional because the socket's path already names the chat. When
 	// present it must equal the path's chat_id.
 	ChatID *string `json:"chat_id,omitempty,omitzero"`
+
+	// ChatUI's name for request_id: the same, accepted as an alias. When both are
+	// present and differ, the frame is refused (SCHEMA_VALIDATION_FAILED).
+	InputRequestID *string `json:"input_request_id,omitempty,omitzero"`
 
 	// Highest seq the client has received, for replay safety.
 	LastClientSeq *int `json:"last_client_seq,omitempty,omitzero"`

@@ -7,6 +7,7 @@ import (
 )
 
 var enum1 = []any{"SCHEMA_VALIDATION_FAILED", "INPUT_REQUEST_NOT_FOUND", "TOOL_EXECUTION_ERROR", "UI_TOOL_TIMEOUT", "RESUME_FAILED", "PERSISTENCE_ERROR", "WORKFLOW_NOT_FOUND", "AGENT_INITIALIZATION_FAILED", "TRANSPORT_ERROR", "RATE_LIMIT_EXCEEDED", "UNKNOWN_REQUEST"}
+var enum2 = []any{"SCHEMA_VALIDATION_FAILED", "INPUT_REQUEST_NOT_FOUND", "TOOL_EXECUTION_ERROR", "UI_TOOL_TIMEOUT", "RESUME_FAILED", "PERSISTENCE_ERROR", "WORKFLOW_NOT_FOUND", "AGENT_INITIALIZATION_FAILED", "TRANSPORT_ERROR", "RATE_LIMIT_EXCEEDED", "UNKNOWN_REQUEST"}
 
 // validateArtifactPatch checks v, found at path p, against artifact_patch.json.
 func validateArtifactPatch(p string, v any) error {
@@ -73,7 +74,7 @@ func validateChatError(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "message", "seq", "error_code", "details", "recoverable"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -169,6 +170,51 @@ func validateChatError(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["message"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "message"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["error_code"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "error_code"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Enum(wire.Field(p, "error_code"), x0, enum2, "\"SCHEMA_VALIDATION_FAILED\", \"INPUT_REQUEST_NOT_FOUND\", \"TOOL_EXECUTION_ERROR\", \"UI_TOOL_TIMEOUT\", \"RESUME_FAILED\", \"PERSISTENCE_ERROR\", \"WORKFLOW_NOT_FOUND\", \"AGENT_INITIALIZATION_FAILED\", \"TRANSPORT_ERROR\", \"RATE_LIMIT_EXCEEDED\", \"UNKNOWN_REQUEST\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["recoverable"]; ok {
+				if err := wire.Bool(wire.Field(p, "recoverable"), x0, false); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -185,7 +231,7 @@ func validateInputAck(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "request_id", "seq", "corr"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -273,6 +319,43 @@ func validateInputAck(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["request_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "request_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -289,7 +372,7 @@ func validateInputRequest(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "request_id", "prompt", "seq", "corr", "agent", "password", "component_type", "timeout_seconds"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -419,6 +502,85 @@ func validateInputRequest(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["request_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "request_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["prompt"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "prompt"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["agent"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "agent"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["password"]; ok {
+				if err := wire.Bool(wire.Field(p, "password"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["component_type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "component_type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["timeout_seconds"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "timeout_seconds"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "timeout_seconds"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -435,7 +597,7 @@ func validateInputTimeout(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "request_id", "timeout_seconds", "seq", "corr"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -536,6 +698,56 @@ func validateInputTimeout(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["request_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "request_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["timeout_seconds"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "timeout_seconds"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "timeout_seconds"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -552,7 +764,7 @@ func validatePrint(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "agent", "content", "seq", "corr"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -648,6 +860,51 @@ func validatePrint(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["agent"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "agent"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["content"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "content"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -664,7 +921,7 @@ func validateResumeBoundary(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "replayed_messages", "last_message_index", "total_messages"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -762,6 +1019,53 @@ func validateResumeBoundary(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["replayed_messages"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "replayed_messages"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "replayed_messages"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["last_message_index"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "last_message_index"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "last_message_index"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["total_messages"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "total_messages"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "total_messages"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -778,7 +1082,7 @@ func validateRunComplete(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "reason", "seq"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -858,6 +1162,35 @@ func validateRunComplete(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["reason"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "reason"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -874,7 +1207,7 @@ func validateSelectSpeaker(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "agent", "seq"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -954,6 +1287,35 @@ func validateSelectSpeaker(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["agent"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "agent"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -970,7 +1332,7 @@ func validateText(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "agent", "content", "seq"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -1058,6 +1420,43 @@ func validateText(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["agent"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "agent"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["content"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "content"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -1074,7 +1473,7 @@ func validateToolCall(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "tool_name", "component_type", "awaiting_response", "payload", "seq", "corr", "display", "is_ui_tool", "ui_tool_id", "workflow_name"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -1100,7 +1499,7 @@ func validateToolCall(p string, v any) error {
 							if err := wire.Required(q1, o1, "chat_id", "tool_name", "component_type", "awaiting_response", "payload", "seq", "corr"); err != nil {
 								return err
 							}
-							if err := wire.Closed(q1, o1, "chat_id", "tool_name", "component_type", "awaiting_response", "payload", "seq", "corr", "display"); err != nil {
+							if err := wire.Closed(q1, o1, "chat_id", "tool_name", "component_type", "awaiting_response", "payload", "seq", "corr", "display", "is_ui_tool", "ui_tool_id", "workflow_name"); err != nil {
 								return err
 							}
 							if x1, ok := o1["chat_id"]; ok {
@@ -1161,6 +1560,27 @@ func validateToolCall(p string, v any) error {
 									}
 								}
 							}
+							if x1, ok := o1["is_ui_tool"]; ok {
+								if err := wire.Bool(wire.Field(q1, "is_ui_tool"), x1, false); err != nil {
+									return err
+								}
+							}
+							if x1, ok := o1["ui_tool_id"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "ui_tool_id"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["workflow_name"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "workflow_name"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
 						}
 					}
 				}
@@ -1183,6 +1603,85 @@ func validateToolCall(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["tool_name"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "tool_name"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["component_type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "component_type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["awaiting_response"]; ok {
+				if err := wire.Bool(wire.Field(p, "awaiting_response"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["display"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "display"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["is_ui_tool"]; ok {
+				if err := wire.Bool(wire.Field(p, "is_ui_tool"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["ui_tool_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "ui_tool_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["workflow_name"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "workflow_name"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -1199,7 +1698,7 @@ func validateToolProgress(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "tool_name", "progress_percent", "status_message", "seq", "corr"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -1311,6 +1810,67 @@ func validateToolProgress(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["tool_name"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "tool_name"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["progress_percent"]; ok {
+				{
+					n1, isNull, err := wire.Number(wire.Field(p, "progress_percent"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "progress_percent"), n1, 0); err != nil {
+							return err
+						}
+						if err := wire.Maximum(wire.Field(p, "progress_percent"), n1, 100); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["status_message"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "status_message"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -1327,7 +1887,7 @@ func validateToolResponse(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "tool_name", "content", "success", "seq", "corr"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -1428,6 +1988,56 @@ func validateToolResponse(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["tool_name"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "tool_name"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["content"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "content"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["success"]; ok {
+				if err := wire.Bool(wire.Field(p, "success"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["corr"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "corr"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -1444,7 +2054,7 @@ func validateUsageSummary(p string, v any) error {
 			if err := wire.Required(p, o0, "type", "data"); err != nil {
 				return err
 			}
-			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay"); err != nil {
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "total_tokens", "prompt_tokens", "completion_tokens", "cost", "seq"); err != nil {
 				return err
 			}
 			if x0, ok := o0["type"]; ok {
@@ -1568,6 +2178,79 @@ func validateUsageSummary(p string, v any) error {
 					return err
 				}
 			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["total_tokens"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "total_tokens"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "total_tokens"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["prompt_tokens"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "prompt_tokens"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "prompt_tokens"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["completion_tokens"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "completion_tokens"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "completion_tokens"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["cost"]; ok {
+				{
+					n1, isNull, err := wire.Number(wire.Field(p, "cost"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "cost"), n1, 0); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
 		}
 	}
 	return nil
@@ -1664,6 +2347,229 @@ func validateInlineComponentResult(p string, v any) error {
 	return nil
 }
 
+// validateUIToolEvent checks v, found at path p, against ui_tool_event.json.
+func validateUIToolEvent(p string, v any) error {
+	{
+		o0, err := wire.Object(p, v, false)
+		if err != nil {
+			return err
+		}
+		if o0 != nil {
+			if err := wire.Required(p, o0, "type", "data"); err != nil {
+				return err
+			}
+			if err := wire.Closed(p, o0, "type", "data", "timestamp", "replay", "chat_id", "ui_tool_id", "eventId", "workflow_name", "payload", "display", "awaiting_response", "seq"); err != nil {
+				return err
+			}
+			if x0, ok := o0["type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Const(wire.Field(p, "type"), x0, "ui_tool_event", "\"ui_tool_event\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["data"]; ok {
+				{
+					q1 := wire.Field(p, "data")
+					{
+						o1, err := wire.Object(q1, x0, false)
+						if err != nil {
+							return err
+						}
+						if o1 != nil {
+							if err := wire.Required(q1, o1, "chat_id", "ui_tool_id", "eventId", "workflow_name", "payload", "display", "awaiting_response", "seq"); err != nil {
+								return err
+							}
+							if err := wire.Closed(q1, o1, "chat_id", "ui_tool_id", "eventId", "workflow_name", "payload", "display", "awaiting_response", "seq"); err != nil {
+								return err
+							}
+							if x1, ok := o1["chat_id"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "chat_id"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["ui_tool_id"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "ui_tool_id"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["eventId"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "eventId"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["workflow_name"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "workflow_name"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["display"]; ok {
+								{
+									_, _, err := wire.String(wire.Field(q1, "display"), x1, false)
+									if err != nil {
+										return err
+									}
+								}
+							}
+							if x1, ok := o1["awaiting_response"]; ok {
+								if err := wire.Bool(wire.Field(q1, "awaiting_response"), x1, false); err != nil {
+									return err
+								}
+							}
+							if x1, ok := o1["seq"]; ok {
+								{
+									n2, isNull, err := wire.Integer(wire.Field(q1, "seq"), x1, false)
+									if err != nil {
+										return err
+									}
+									if !isNull {
+										if err := wire.Minimum(wire.Field(q1, "seq"), n2, 1); err != nil {
+											return err
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+			if x0, ok := o0["timestamp"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "timestamp"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Format(wire.Field(p, "timestamp"), s1, "date-time"); err != nil {
+							return err
+						}
+					}
+				}
+			}
+			if x0, ok := o0["replay"]; ok {
+				if err := wire.Bool(wire.Field(p, "replay"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["chat_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "chat_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["ui_tool_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "ui_tool_id"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["eventId"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "eventId"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["workflow_name"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "workflow_name"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["display"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "display"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["awaiting_response"]; ok {
+				if err := wire.Bool(wire.Field(p, "awaiting_response"), x0, false); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["seq"]; ok {
+				{
+					n1, isNull, err := wire.Integer(wire.Field(p, "seq"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.Minimum(wire.Field(p, "seq"), n1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// validateUIToolResponse checks v, found at path p, against ui_tool_response.json.
+func validateUIToolResponse(p string, v any) error {
+	{
+		o0, err := wire.Object(p, v, false)
+		if err != nil {
+			return err
+		}
+		if o0 != nil {
+			if err := wire.Required(p, o0, "type", "eventId"); err != nil {
+				return err
+			}
+			if x0, ok := o0["type"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "type"), x0, false)
+					if err != nil {
+						return err
+					}
+				}
+				if err := wire.Const(wire.Field(p, "type"), x0, "ui_tool_response", "\"ui_tool_response\""); err != nil {
+					return err
+				}
+			}
+			if x0, ok := o0["eventId"]; ok {
+				{
+					s1, isNull, err := wire.String(wire.Field(p, "eventId"), x0, false)
+					if err != nil {
+						return err
+					}
+					if !isNull {
+						if err := wire.MinLength(wire.Field(p, "eventId"), s1, 1); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // validateUserInputSubmit checks v, found at path p, against user_input_submit.json.
 func validateUserInputSubmit(p string, v any) error {
 	{
@@ -1697,6 +2603,14 @@ func validateUserInputSubmit(p string, v any) error {
 			if x0, ok := o0["request_id"]; ok {
 				{
 					_, _, err := wire.String(wire.Field(p, "request_id"), x0, true)
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if x0, ok := o0["input_request_id"]; ok {
+				{
+					_, _, err := wire.String(wire.Field(p, "input_request_id"), x0, true)
 					if err != nil {
 						return err
 					}

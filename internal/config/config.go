@@ -146,6 +146,10 @@ type Config struct {
 	// loom-stream-events.md before a run's first node_enter (the original
 	// server sent none, and its typed client refuses one).
 	LoomRunStart bool
+	// AG2TextTurns makes AG2 text sent without a request id always a new
+	// user turn; by default it answers the chat's pending input request
+	// when there is one, as ChatUI expects.
+	AG2TextTurns bool
 	// Prices is a YAML price table (USD per million tokens by model) that
 	// replaces the built-in one for usage costs.
 	Prices string
@@ -315,6 +319,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.InputTimeout, "input-timeout", 10*time.Minute, "how long a run waits for a person's answer to an input or UI request (0: no limit)")
 	fs.Float64Var(&c.AG2Rate, "ag2-rate", 5, "AG2 chat.* client messages a second, per socket and per user_id (0: no limit)")
 	fs.IntVar(&c.AG2Burst, "ag2-burst", 10, "AG2 chat.* client messages at once before --ag2-rate applies")
+	fs.BoolVar(&c.AG2TextTurns, "ag2-text-turns", false, "AG2: text sent without a request id is always a new turn, even while an input request is pending (by default it answers that request, as ChatUI expects)")
 	fs.BoolVar(&c.AG2LegacyTypes, "ag2-legacy-types", false, "AG2: also send the legacy un-namespaced duplicate of every chat.* frame, for old frontends")
 	fs.BoolVar(&c.LoomRunStart, "loom-run-start", false, "Loom: send the document's run_start event before a run's first node_enter (the original server sent none; its typed client refuses it)")
 	fs.StringVar(&c.Prices, "prices", "", "YAML price table (USD per million prompt/completion tokens by model) for usage costs (default: built in)")

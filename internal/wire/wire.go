@@ -304,6 +304,26 @@ func Required(p string, o map[string]any, names ...string) error {
 	return nil
 }
 
+// Others returns the properties of o outside known, sorted: the members an
+// additionalProperties schema checks.
+func Others(o map[string]any, known ...string) []string {
+	var out []string
+	for k := range o {
+		found := false
+		for _, n := range known {
+			if k == n {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Closed checks that o has no property outside allowed.
 func Closed(p string, o map[string]any, allowed ...string) error {
 	if len(o) == 0 {

@@ -15,6 +15,8 @@ export interface ArtifactPatch {
 
 /** An error. Malformed client frames get one with SCHEMA_VALIDATION_FAILED, details {"field", "reason"} naming the offending field, and the socket stays open. seq is present when the error is the chat's own event (UI_TOOL_TIMEOUT); a chat.error that accompanies another frame of the same event (TOOL_EXECUTION_ERROR beside chat.tool_response, a run's failure before chat.run_complete) and errors answering one socket's message have none. chat_id is always sent. */
 export interface ChatError {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
   /** Fields of a chat.error frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -30,8 +32,18 @@ export interface ChatError {
     /** Position of this frame in the chat's stream of persisted frames, from 1; replay uses it (client.resume lastClientIndex). */
     seq?: number;
   };
+  /** A copy of data.details at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  details?: unknown;
+  /** A copy of data.error_code at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  error_code?: "SCHEMA_VALIDATION_FAILED" | "INPUT_REQUEST_NOT_FOUND" | "TOOL_EXECUTION_ERROR" | "UI_TOOL_TIMEOUT" | "RESUME_FAILED" | "PERSISTENCE_ERROR" | "WORKFLOW_NOT_FOUND" | "AGENT_INITIALIZATION_FAILED" | "TRANSPORT_ERROR" | "RATE_LIMIT_EXCEEDED" | "UNKNOWN_REQUEST";
+  /** A copy of data.message at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  message?: string;
+  /** A copy of data.recoverable at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  recoverable?: boolean;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.error". */
@@ -64,6 +76,10 @@ export interface InlineComponentResult {
 
 /** The answer to an input request (or an approval) was accepted, from whichever socket or protocol gave it; every socket of the chat receives it. */
 export interface InputAck {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.input_ack frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -77,6 +93,10 @@ export interface InputAck {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.request_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  request_id?: string;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.input_ack". */
@@ -85,6 +105,14 @@ export interface InputAck {
 
 /** An agent asks the user for input; answer with user.input.submit carrying request_id. corr equals request_id. Tool approvals come the same way: request_id is the tool call's corr, the prompt shows what will run, and the answers are approve (also yes, y), approve always, deny (also no, n) and deny and stop, case-insensitive; any other text gets a chat.error and the request stays pending. Manual speaker selection of a workflow asks the same way too. */
 export interface InputRequest {
+  /** A copy of data.agent at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  agent?: string;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.component_type at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  component_type?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.input_request frame. */
   data: {
     /** Name of the agent the frame is from. */
@@ -106,8 +134,18 @@ export interface InputRequest {
     /** Seconds the agent waits before chat.input_timeout; absent when it waits indefinitely. */
     timeout_seconds?: number;
   };
+  /** A copy of data.password at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  password?: boolean;
+  /** A copy of data.prompt at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  prompt?: string;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.request_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  request_id?: string;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
+  /** A copy of data.timeout_seconds at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  timeout_seconds?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.input_request". */
@@ -116,6 +154,10 @@ export interface InputRequest {
 
 /** Nobody answered an input request within its timeout (its own, else --input-timeout); the request is closed, the tool gets a timeout result and the run goes on. A later answer gets UNKNOWN_REQUEST. */
 export interface InputTimeout {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.input_timeout frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -131,6 +173,12 @@ export interface InputTimeout {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.request_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  request_id?: string;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
+  /** A copy of data.timeout_seconds at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  timeout_seconds?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.input_timeout". */
@@ -139,6 +187,14 @@ export interface InputTimeout {
 
 /** A streamed chunk of an agent's text; corr is the id of the message it belongs to. A client groups contiguous chunks of the same agent until the chat.text that completes them. In a replay the contiguous chunks of one message are coalesced into one chat.print carrying the seq of the last of them. */
 export interface Print {
+  /** A copy of data.agent at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  agent?: string;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.content at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  content?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.print frame. */
   data: {
     /** Name of the agent the frame is from. */
@@ -154,6 +210,8 @@ export interface Print {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.print". */
@@ -162,6 +220,8 @@ export interface Print {
 
 /** Marks the end of a replay after client.resume: frames after it are live. The document's table names only chat_id; the original server also sent the replay counts, which agentwire sends too. */
 export interface ResumeBoundary {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
   /** Fields of a chat.resume_boundary frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -173,16 +233,24 @@ export interface ResumeBoundary {
     /** How many persisted frames the chat has. */
     total_messages?: number;
   };
+  /** A copy of data.last_message_index at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  last_message_index?: number;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.replayed_messages at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  replayed_messages?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
+  /** A copy of data.total_messages at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  total_messages?: number;
   /** Always "chat.resume_boundary". */
   type: "chat.resume_boundary";
 }
 
 /** The run ended. reason is "completed" (the chat is back with the user), "max_rounds" (the workflow's max_rounds, or an agent's step limit), "terminated" (the termination keyword, or a "deny and stop" answer), "cancelled" or "error"; an errored run is preceded by a chat.error without seq. */
 export interface RunComplete {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
   /** Fields of a chat.run_complete frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -192,8 +260,12 @@ export interface RunComplete {
     /** Position of this frame in the chat's stream of persisted frames, from 1; replay uses it (client.resume lastClientIndex). */
     seq: number;
   };
+  /** A copy of data.reason at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  reason?: string;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.run_complete". */
@@ -202,6 +274,10 @@ export interface RunComplete {
 
 /** A group chat chose the next agent to speak. */
 export interface SelectSpeaker {
+  /** A copy of data.agent at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  agent?: string;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
   /** Fields of a chat.select_speaker frame. */
   data: {
     /** Name of the agent the frame is from. */
@@ -213,6 +289,8 @@ export interface SelectSpeaker {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.select_speaker". */
@@ -221,6 +299,12 @@ export interface SelectSpeaker {
 
 /** A finalised agent turn: the whole text of one agent message. */
 export interface Text {
+  /** A copy of data.agent at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  agent?: string;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.content at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  content?: string;
   /** Fields of a chat.text frame. */
   data: {
     /** Name of the agent the frame is from. */
@@ -234,14 +318,24 @@ export interface Text {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
   /** Always "chat.text". */
   type: "chat.text";
 }
 
-/** An agent called a tool. For UI tools, component_type names the component to render, awaiting_response is true, corr is the UI request id and the client answers with inline_component.result carrying corr; display says inline or artifact. After an artifact_patch the artifact is sent again as a chat.tool_call with the same corr and the patched payload. agentwire also reports ordinary tool calls this way, with awaiting_response false and an empty component_type, so a UI can show them. */
+/** An agent called a tool. For UI tools, component_type names the component to render, awaiting_response is true, corr is the UI request id and the client answers with inline_component.result carrying corr; display says inline or artifact. After an artifact_patch the artifact is sent again as a chat.tool_call with the same corr and the patched payload. agentwire also reports ordinary tool calls this way, with awaiting_response false and an empty component_type, so a UI can show them. UI tools also carry is_ui_tool true, ui_tool_id (the component) and workflow_name, as ChatUI reads them; ChatUI renders the component from the legacy ui_tool_event frame sent right after (see UIToolEvent), and answers over WebSocket (inline_component.result, ui_tool_response) or POST /api/ui-tool/submit. */
 export interface ToolCall {
+  /** A copy of data.awaiting_response at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  awaiting_response?: boolean;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.component_type at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  component_type?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.tool_call frame. */
   data: {
     /** True when the tool waits for the client's inline_component.result. */
@@ -254,23 +348,47 @@ export interface ToolCall {
     corr: string;
     /** Optional: where to render the component ("inline" or "artifact"). */
     display?: string;
+    /** True for a UI tool (a component the user answers): ChatUI renders a chat.tool_call as a component only when it is true. */
+    is_ui_tool?: boolean;
     /** Data for the component, or the tool's arguments (any JSON value). */
     payload: unknown;
     /** Position of this frame in the chat's stream of persisted frames, from 1; replay uses it (client.resume lastClientIndex). */
     seq: number;
     /** The tool called. */
     tool_name: string;
+    /** For a UI tool, the component's id (the same as component_type), as ChatUI's UI tool registry names it. */
+    ui_tool_id?: string;
+    /** For a UI tool, the workflow of the chat (the socket path's {workflow}), which ChatUI uses to find the component. */
+    workflow_name?: string;
   };
+  /** A copy of data.display at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  display?: string;
+  /** A copy of data.is_ui_tool at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  is_ui_tool?: boolean;
+  /** A copy of data.payload at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  payload?: unknown;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
+  /** A copy of data.tool_name at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  tool_name?: string;
   /** Always "chat.tool_call". */
   type: "chat.tool_call";
+  /** A copy of data.ui_tool_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  ui_tool_id?: string;
+  /** A copy of data.workflow_name at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  workflow_name?: string;
 }
 
 /** Progress of a running tool: for the shell tool, status_message is the last line of its latest output and progress_percent the last percentage seen in its output (clamped to 0..100; 0 until one is seen). */
 export interface ToolProgress {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.tool_progress frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -286,16 +404,30 @@ export interface ToolProgress {
     /** The running tool. */
     tool_name: string;
   };
+  /** A copy of data.progress_percent at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  progress_percent?: number;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
+  /** A copy of data.status_message at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  status_message?: string;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
+  /** A copy of data.tool_name at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  tool_name?: string;
   /** Always "chat.tool_progress". */
   type: "chat.tool_progress";
 }
 
 /** The result of a tool call; corr is the call's tool event id. */
 export interface ToolResponse {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.content at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  content?: string;
+  /** A copy of data.corr at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  corr?: string;
   /** Fields of a chat.tool_response frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -313,14 +445,82 @@ export interface ToolResponse {
   };
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
+  /** A copy of data.success at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  success?: boolean;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
+  /** A copy of data.tool_name at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  tool_name?: string;
   /** Always "chat.tool_response". */
   type: "chat.tool_response";
 }
 
+/** The legacy frame ChatUI renders UI components from (ChatUI ignores the component of a chat.tool_call in practice). agentwire sends it right after the chat.tool_call of every UI tool request (and of an artifact after a patch), with the same seq; it is not part of ag2-chat-ws.md. ChatUI answers with POST /api/ui-tool/submit {event_id, response_data} or a ui_tool_response frame, eventId being the UI request id (the chat.tool_call's corr). */
+export interface UIToolEvent {
+  /** A copy of data.awaiting_response at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  awaiting_response?: boolean;
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** Fields of a ui_tool_event frame. */
+  data: {
+    /** True while the request waits for an answer. */
+    awaiting_response: boolean;
+    /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
+    chat_id: string;
+    /** Where to render the component: "inline" or "artifact". */
+    display: string;
+    /** The UI request id (chat.tool_call's corr): the event_id of POST /api/ui-tool/submit, the eventId of ui_tool_response, the corr of inline_component.result. */
+    eventId: string;
+    /** Data for the component (any JSON value), as in chat.tool_call. */
+    payload: unknown;
+    /** The seq of the chat.tool_call this frame accompanies. */
+    seq: number;
+    /** The component to render (chat.tool_call's component_type). */
+    ui_tool_id: string;
+    /** The workflow of the chat (the socket path's {workflow}). */
+    workflow_name: string;
+  };
+  /** A copy of data.display at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  display?: string;
+  /** A copy of data.eventId at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  eventId?: string;
+  /** A copy of data.payload at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  payload?: unknown;
+  /** True on frames re-sent after a client.resume; absent on live frames. */
+  replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
+  /** When the server produced the frame (RFC 3339, UTC). */
+  timestamp?: string;
+  /** Always "ui_tool_event". */
+  type: "ui_tool_event";
+  /** A copy of data.ui_tool_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  ui_tool_id?: string;
+  /** A copy of data.workflow_name at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  workflow_name?: string;
+}
+
+/** ChatUI's WebSocket answer to a UI component rendered from a ui_tool_event: eventId names the UI request (the chat.tool_call's corr) and response is the component's data, which becomes the UI tool's result, as with inline_component.result. An unknown or already answered eventId gets chat.error UNKNOWN_REQUEST. Unknown fields (ChatUI also sends ui_tool_id, workflow_name and payload) are ignored. */
+export interface UIToolResponse {
+  /** The UI request answered (ui_tool_event's eventId). */
+  eventId: string;
+  /** The component's data (any JSON value); absent is null. */
+  response?: unknown;
+  /** Always "ui_tool_response". */
+  type: "ui_tool_response";
+  [key: string]: unknown;
+}
+
 /** Token use of the run so far, sent after each model call, from the provider's reported usage; cost (US dollars) comes from the price table of the model in use and is absent for a model the table does not price. */
 export interface UsageSummary {
+  /** A copy of data.chat_id at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  chat_id?: string;
+  /** A copy of data.completion_tokens at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  completion_tokens?: number;
+  /** A copy of data.cost at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  cost?: number;
   /** Fields of a chat.usage_summary frame. */
   data: {
     /** The chat this frame belongs to (the {chat_id} of the socket's path; also the agentwire thread id). */
@@ -336,18 +536,26 @@ export interface UsageSummary {
     /** prompt_tokens + completion_tokens. */
     total_tokens: number;
   };
+  /** A copy of data.prompt_tokens at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  prompt_tokens?: number;
   /** True on frames re-sent after a client.resume; absent on live frames. */
   replay?: boolean;
+  /** A copy of data.seq at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  seq?: number;
   /** When the server produced the frame (RFC 3339, UTC). agentwire always sends it; it is optional here because the document's own chat.error example has none. */
   timestamp?: string;
+  /** A copy of data.total_tokens at the top level of the frame: ChatUI reads fields there, the original server nested them under data; agentwire sends both (every field of data, always the same value). */
+  total_tokens?: number;
   /** Always "chat.usage_summary". */
   type: "chat.usage_summary";
 }
 
-/** Text from the user: the answer to the chat.input_request named by request_id (for an approval, one of its listed answers), or, without request_id, a new user turn that starts the workflow's run or is queued behind the running one. An unknown or already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown fields are ignored. */
+/** Text from the user: the answer to the chat.input_request named by request_id (or its alias input_request_id; for an approval, one of its listed answers), or, without one, a new user turn that starts the workflow's run or is queued behind the running one. Text without a request id while an input request of the chat is pending answers that request (the most recent one), as the original server did; the server option --ag2-text-turns makes it a new turn instead. An unknown or already answered request_id gets chat.error UNKNOWN_REQUEST. Unknown fields are ignored. */
 export interface UserInputSubmit {
   /** The chat id; optional because the socket's path already names the chat. When present it must equal the path's chat_id. */
   chat_id?: string | null;
+  /** ChatUI's name for request_id: the same, accepted as an alias. When both are present and differ, the frame is refused (SCHEMA_VALIDATION_FAILED). */
+  input_request_id?: string | null;
   /** Highest seq the client has received, for replay safety. */
   last_client_seq?: number | null;
   /** The input request answered; absent or null for a free-form user turn. */
@@ -364,6 +572,7 @@ export type ClientMessage =
   | ArtifactPatch
   | ClientResume
   | InlineComponentResult
+  | UIToolResponse
   | UserInputSubmit;
 
 /** Every frame the server sends. */
@@ -380,4 +589,5 @@ export type ServerMessage =
   | ToolCall
   | ToolProgress
   | ToolResponse
+  | UIToolEvent
   | UsageSummary;

@@ -34,6 +34,66 @@ export const ag2_1: ag2.ServerMessage = {
   "type": "chat.error"
 };
 
+export const ag2_2: ag2.ServerMessage = {
+  "awaiting_response": true,
+  "chat_id": "chat-1",
+  "data": {
+    "awaiting_response": true,
+    "chat_id": "chat-1",
+    "display": "inline",
+    "eventId": "ui_01HZX",
+    "payload": {
+      "service": "openai"
+    },
+    "seq": 7,
+    "ui_tool_id": "AgentAPIKeyInput",
+    "workflow_name": "default"
+  },
+  "display": "inline",
+  "eventId": "ui_01HZX",
+  "payload": {
+    "service": "openai"
+  },
+  "seq": 7,
+  "timestamp": "2026-11-27T05:00:00Z",
+  "type": "ui_tool_event",
+  "ui_tool_id": "AgentAPIKeyInput",
+  "workflow_name": "default"
+};
+
+export const ag2_3: ag2.ClientMessage = {
+  "eventId": "ui_01HZX",
+  "response": {
+    "key": "sk-1"
+  },
+  "type": "ui_tool_response"
+};
+
+export const ag2_4: ag2.ClientMessage = {
+  "input_request_id": "input_01HZX",
+  "text": "Ada",
+  "type": "user.input.submit"
+};
+
+export const ag2_5: ag2.ServerMessage = {
+  "chat_id": "chat-1",
+  "content": "done",
+  "corr": "call_1",
+  "data": {
+    "chat_id": "chat-1",
+    "content": "done",
+    "corr": "call_1",
+    "seq": 12,
+    "success": true,
+    "tool_name": "bash"
+  },
+  "seq": 12,
+  "success": true,
+  "timestamp": "2026-11-27T05:00:00Z",
+  "tool_name": "bash",
+  "type": "chat.tool_response"
+};
+
 export const agentchat_0: agentchat.AgentMessageEvent = {
   "message": "Hi! How can I help?",
   "type": "agent_message"

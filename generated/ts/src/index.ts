@@ -4,4 +4,5 @@ export type * as ag2 from "./ag2.js";
 export type * as agentchat from "./agentchat.js";
 export type * as agentloop from "./agentloop.js";
 export type * as loom from "./loom.js";
+export type * as ag2Rest from "./ag2Rest.js";
 export type * as threads from "./threads.js";

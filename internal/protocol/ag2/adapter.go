@@ -31,9 +31,11 @@ const rootAddress = "/{workflow}/{enterprise_id}/{chat_id}/{user_id}"
 
 // Mount implements protocol.Adapter: AG2 is served at
 // /ws/{workflow}/{enterprise_id}/{chat_id}/{user_id}, and on a listener of
-// its own also at /{workflow}/{enterprise_id}/{chat_id}/{user_id}.
+// its own also at /{workflow}/{enterprise_id}/{chat_id}/{user_id}; ChatUI's
+// REST calls (schemas/openapi/ag2.yaml) on both.
 func (h *Handler) Mount(mux *http.ServeMux, own bool) {
 	mux.Handle("GET "+ag2api.Address, h)
+	h.mountREST(mux) // ChatUI's REST calls (rest.go)
 	if own {
 		mux.Handle("GET "+rootAddress, h)
 	}

@@ -66,6 +66,7 @@ type Handler struct {
 	burst     int
 	workflows func(name string) error
 	names     func() []string // the workflows on offer, for WORKFLOW_NOT_FOUND; nil without a catalog
+	rest      *restState      // ChatUI's REST calls and the sockets they reach (rest.go)
 
 	mu      sync.Mutex
 	closed  bool
@@ -102,6 +103,7 @@ func New(env protocol.Env) (*Handler, error) {
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names
 	}
+	h.rest = newRESTState(env)
 	return h, nil
 }
 
@@ -203,7 +205,8 @@ func (s *session) serve(ctx context.Context) error {
 		s.c.CloseAfterFlush(websocket.StatusInternalError, "the chat could not be followed")
 		return nil
 	}
-	s.proj = newProjector(s.chat, s.h.prices, s.h.model)
+	s.proj = newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
+	defer s.h.rest.track(s)()
 	followed := make(chan struct{})
 	go func() {
 		defer done()
@@ -351,7 +354,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 // projector of its own, and coalesces the contiguous chat.print deltas of
 // one message into one frame.
 func (s *session) replay(ctx context.Context, after, upto int64) {
-	p := newProjector(s.chat, s.h.prices, s.h.model)
+	p := newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
 	var all, out []frame
 	for seq := int64(0); seq < upto; {
 		evs, err := s.h.core.Read(ctx, s.chat, seq, readPage)
@@ -447,12 +450,20 @@ func (s *session) checkChat(typ string, id *string) error {
 }
 
 // HandleUserInputSubmit answers the input or approval request request_id
-// names, or, without one, posts a new user turn.
+// (or input_request_id) names, or, without one, the chat's pending request
+// (unless --ag2-text-turns), or else posts a new user turn.
 func (s *session) HandleUserInputSubmit(ctx context.Context, m ag2api.UserInputSubmit) error {
 	if err := s.checkChat(m.Type, m.ChatID); err != nil {
 		return err
 	}
-	if m.RequestID == nil || *m.RequestID == "" {
+	id, err := requestIDOf(m)
+	if err != nil {
+		return err
+	}
+	if id == "" && !s.h.rest.textTurns {
+		id, _, _ = s.proj.latestPending()
+	}
+	if id == "" {
 		if err := protocol.CheckText(m.Text); err != nil {
 			return &protocol.Error{Code: protocol.CodeInvalid, Type: m.Type, Path: "/text", Message: "text is empty: there is nothing to send"}
 		}
@@ -465,19 +476,9 @@ func (s *session) HandleUserInputSubmit(ctx context.Context, m ag2api.UserInputS
 			return p.MessageID, err
 		})
 	}
-	id := *m.RequestID
-	cmd := event.Command{Kind: event.CommandInput, ID: id, Text: m.Text}
-	switch s.proj.pendingKind(id) {
-	case kindApproval:
-		d, ok := parseDecision(m.Text)
-		if !ok {
-			return &protocol.Error{Code: protocol.CodeInvalid, Type: m.Type, Path: "/text",
-				Message: fmt.Sprintf("%q is not an answer to an approval: send approve (or yes, y), approve always, deny (or no, n) or deny and stop; the request is still pending", m.Text)}
-		}
-		cmd = event.Command{Kind: event.CommandApprove, ID: id, Decision: d}
-	case kindUI:
-		data, _ := json.Marshal(m.Text)
-		cmd = event.Command{Kind: event.CommandUI, ID: id, Data: data}
+	cmd, err := answerCommand(m.Type, id, m.Text, s.proj.pendingKind(id))
+	if err != nil {
+		return err
 	}
 	return s.answer(ctx, cmd)
 }
@@ -595,7 +596,7 @@ func (s *session) send(fr frame, replayed bool) {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	b = envelope(b, at, replayed)
+	b = envelope(flatten(b), at, replayed)
 	if s.h.verify != nil {
 		s.h.verify(b)
 	}

@@ -178,11 +178,33 @@ func (c *client) tryNext() (got, error) {
 	if _, err := time.Parse(time.RFC3339Nano, env.Timestamp); err != nil {
 		return got{}, fmt.Errorf("frame timestamp %q: %w: %s", env.Timestamp, err, b)
 	}
+	if err := checkFlat(b); err != nil {
+		return got{}, err
+	}
 	g := got{msg: m, raw: b, typ: env.Type, replay: env.Replay, data: env.Data}
 	if s, ok := env.Data["seq"].(float64); ok {
 		g.seq = int(s)
 	}
 	return g, nil
+}
+
+// checkFlat checks that every field of a frame's data is also at its top
+// level, with the same value, as ChatUI reads it.
+func checkFlat(b []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return err
+	}
+	var data map[string]json.RawMessage
+	if err := json.Unmarshal(top["data"], &data); err != nil {
+		return fmt.Errorf("data is not an object: %w: %s", err, b)
+	}
+	for k, v := range data {
+		if string(top[k]) != string(v) {
+			return fmt.Errorf("data.%s = %s but the top level has %q: %s", k, v, top[k], b)
+		}
+	}
+	return nil
 }
 
 // until reads frames up to and including the first of type typ.
@@ -246,16 +268,25 @@ func ofType(frames []got, typ string) []got {
 	return out
 }
 
-// checkSeqs checks that the frames that carry a seq carry increasing ones.
+// checkSeqs checks that the frames that carry a seq carry increasing ones,
+// but for the frames one event shows as: an input request's prompt as a
+// chat.text, then the chat.input_request; a UI component's chat.tool_call,
+// then its ui_tool_event.
 func checkSeqs(t testing.TB, frames []got) {
 	t.Helper()
-	last := 0
+	last, lastType := 0, ""
 	for _, f := range frames {
 		if f.seq == 0 {
 			continue
 		}
+		pair := lastType == ag2api.TypeChatText && f.typ == ag2api.TypeChatInputRequest ||
+			lastType == ag2api.TypeChatToolCall && f.typ == ag2api.TypeUIToolEvent
+		if f.seq == last && pair {
+			lastType = f.typ
+			continue
+		}
 		require.Greater(t, f.seq, last, "seq must increase: %s", f.raw)
-		last = f.seq
+		last, lastType = f.seq, f.typ
 	}
 }
 

@@ -65,9 +65,10 @@ type artifact struct {
 // Project runs on one goroutine; the pending and artifact lookups, which
 // the read goroutine makes, are guarded by mu.
 type projector struct {
-	chat   string
-	prices *prices
-	model  string
+	chat     string
+	workflow string // the socket's workflow, for ChatUI's UI tool frames
+	prices   *prices
+	model    string
 
 	agents   map[string]string                  // message id → agent
 	calls    map[string]event.ToolCallCompleted // call id → the model's call
@@ -78,7 +79,7 @@ type projector struct {
 	progress map[string]float64                 // call id → last known percent
 
 	mu        sync.Mutex
-	pending   map[string]kind
+	pending   map[string]pend
 	artifacts map[string]*artifact // by UI request id
 	own       map[string]bool      // user messages this socket posted
 }
@@ -88,7 +89,20 @@ func newProjector(chat string, p *prices, model string) *projector {
 		agents: map[string]string{}, calls: map[string]event.ToolCallCompleted{},
 		uiCall: map[string]string{}, uiByCall: map[string]string{}, usage: map[string]*runUsage{},
 		progress: map[string]float64{},
-		pending:  map[string]kind{}, artifacts: map[string]*artifact{}, own: map[string]bool{}}
+		pending:  map[string]pend{}, artifacts: map[string]*artifact{}, own: map[string]bool{}}
+}
+
+// pend is a pending request: its kind, and the seq of the event that
+// asked it (the most recent is the one bare text answers).
+type pend struct {
+	k   kind
+	seq int64
+}
+
+// inWorkflow sets the workflow the UI tool frames name, and returns p.
+func (p *projector) inWorkflow(name string) *projector {
+	p.workflow = name
+	return p
 }
 
 // Project returns the frames e shows as. Every frame of one event has the
@@ -145,13 +159,13 @@ func (p *projector) project(e event.Event) []frame {
 		return one(ag2api.NewToolCall(ag2api.ToolCallData{ChatID: p.chat, ToolName: v.Name, ComponentType: "",
 			AwaitingResponse: false, Payload: args, Corr: v.CallID, Seq: int(seq)}))
 	case event.ToolApprovalRequested:
-		p.setPending(v.CallID, kindApproval)
+		p.setPending(v.CallID, kindApproval, seq)
 		d := ag2api.InputRequestData{ChatID: p.chat, RequestID: v.CallID, Corr: v.CallID,
 			Prompt: approvalPrompt(v), Password: new(false), Seq: int(seq)}
 		if v.Agent != "" {
 			d.Agent = new(v.Agent)
 		}
-		return one(ag2api.NewInputRequest(d))
+		return p.asked(seq, v.Agent, d)
 	case event.ToolApprovalResolved:
 		p.clearPending(v.CallID)
 		return one(ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.CallID, Corr: v.CallID, Seq: int(seq)}))
@@ -170,7 +184,7 @@ func (p *projector) project(e event.Event) []frame {
 	case event.ToolExecCompleted:
 		return p.toolDone(seq, v)
 	case event.InputRequested:
-		p.setPending(v.RequestID, kindInput)
+		p.setPending(v.RequestID, kindInput, seq)
 		d := ag2api.InputRequestData{ChatID: p.chat, RequestID: v.RequestID, Corr: v.RequestID, Prompt: v.Prompt,
 			Password: new(v.Secret), Seq: int(seq)}
 		if v.Agent != "" {
@@ -179,13 +193,13 @@ func (p *projector) project(e event.Event) []frame {
 		if v.TimeoutSeconds > 0 {
 			d.TimeoutSeconds = new(v.TimeoutSeconds)
 		}
-		return one(ag2api.NewInputRequest(d))
+		return p.asked(seq, v.Agent, d)
 	case event.InputProvided:
 		p.clearPending(v.RequestID)
 		return one(ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.RequestID, Corr: v.RequestID, Seq: int(seq)}))
 	case event.InputTimedOut:
 		p.mu.Lock()
-		k := p.pending[v.RequestID]
+		k := p.pending[v.RequestID].k
 		delete(p.pending, v.RequestID)
 		p.mu.Unlock()
 		if k == kindUI {
@@ -267,7 +281,7 @@ func (p *projector) uiRequested(seq int64, v event.UIRequested) []frame {
 		payload = json.RawMessage(`{}`)
 	}
 	p.mu.Lock()
-	p.pending[v.RequestID] = kindUI
+	p.pending[v.RequestID] = pend{k: kindUI, seq: seq}
 	p.artifacts[v.RequestID] = &artifact{tool: v.Tool, component: v.Component, payload: payload}
 	p.mu.Unlock()
 	display := v.Display
@@ -278,8 +292,8 @@ func (p *projector) uiRequested(seq int64, v event.UIRequested) []frame {
 	if tool == "" {
 		tool = uiTool
 	}
-	return []frame{{seq: seq, msg: ag2api.NewToolCall(ag2api.ToolCallData{ChatID: p.chat, ToolName: tool, ComponentType: v.Component,
-		AwaitingResponse: true, Payload: payload, Display: new(display), Corr: v.RequestID, Seq: int(seq)})}}
+	return p.uiFrames(seq, ag2api.ToolCallData{ChatID: p.chat, ToolName: tool, ComponentType: v.Component,
+		AwaitingResponse: true, Payload: payload, Display: new(display), Corr: v.RequestID, Seq: int(seq)})
 }
 
 // patched records an artifact's patched payload (ui.patched) and shows
@@ -291,13 +305,17 @@ func (p *projector) patched(seq int64, requestID string, payload json.RawMessage
 	if a != nil {
 		a.payload = payload
 	}
-	awaiting := p.pending[requestID] == kindUI
+	awaiting := p.pending[requestID].k == kindUI
 	p.mu.Unlock()
 	if a == nil {
 		return nil
 	}
-	return []frame{{seq: seq, msg: ag2api.NewToolCall(ag2api.ToolCallData{ChatID: p.chat, ToolName: a.tool, ComponentType: a.component,
-		AwaitingResponse: awaiting, Payload: payload, Display: new("artifact"), Corr: requestID, Seq: int(seq)})}}
+	tool := a.tool
+	if tool == "" {
+		tool = uiTool
+	}
+	return p.uiFrames(seq, ag2api.ToolCallData{ChatID: p.chat, ToolName: tool, ComponentType: a.component,
+		AwaitingResponse: awaiting, Payload: payload, Display: new("artifact"), Corr: requestID, Seq: int(seq)})
 }
 
 func (p *projector) toolDone(seq int64, v event.ToolExecCompleted) []frame {
@@ -400,9 +418,9 @@ func (p *projector) usageSummary(seq int64, run string, v event.Usage) []frame {
 	return []frame{{seq: seq, msg: ag2api.NewUsageSummary(d)}}
 }
 
-func (p *projector) setPending(id string, k kind) {
+func (p *projector) setPending(id string, k kind, seq int64) {
 	p.mu.Lock()
-	p.pending[id] = k
+	p.pending[id] = pend{k: k, seq: seq}
 	p.mu.Unlock()
 }
 
@@ -416,7 +434,20 @@ func (p *projector) clearPending(id string) {
 func (p *projector) pendingKind(id string) kind {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.pending[id]
+	return p.pending[id].k
+}
+
+// latestPending is the most recently asked request still pending, if any.
+func (p *projector) latestPending() (string, kind, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, best := "", pend{}
+	for k, v := range p.pending {
+		if v.seq > best.seq || v.seq == best.seq && k > id {
+			id, best = k, v
+		}
+	}
+	return id, best.k, id != ""
 }
 
 // artifactPayload is the current payload of the UI request id names.

@@ -56,11 +56,14 @@ agents:
 // speakers are the agents of the chat.select_speaker frames, and the
 // agents of the chat.text frames.
 func speakers(frames []got) (selected, spoke []string) {
-	for _, f := range frames {
+	for i, f := range frames {
 		switch m := f.msg.(type) {
 		case ag2api.SelectSpeaker:
 			selected = append(selected, m.Data.Agent)
 		case ag2api.Text:
+			if i+1 < len(frames) && frames[i+1].typ == ag2api.TypeChatInputRequest && frames[i+1].seq == f.seq {
+				continue // an input request's prompt, shown as a message for ChatUI
+			}
 			// An agent's turn may have several messages (before and after
 			// its tool calls).
 			if len(spoke) == 0 || spoke[len(spoke)-1] != m.Data.Agent {
