@@ -5,3 +5,4 @@ export type * as agentchat from "./agentchat.js";
 export type * as agentloop from "./agentloop.js";
 export type * as loom from "./loom.js";
 export type * as threads from "./threads.js";
+export * from "./clients/index.js";
