@@ -20,17 +20,18 @@ import (
 // src/clients/smoke.ts with Node against a real server (real sockets,
 // API keys): a turn and a resume per protocol through the typed clients.
 // It needs tsc from .ci/lint (make lint or `npm ci` there installs it) and
-// Node 20 or later; without them it is skipped, saying why.
+// Node 20 or later; without them it is skipped, saying why, unless
+// AGENTWIRE_TEST_CLIENTS=1 (as CI sets it), which makes that a failure.
 func TestClients(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	tsc := filepath.Join(root, ".ci", "lint", "node_modules", ".bin", "tsc")
 	if _, err := os.Stat(tsc); err != nil {
-		t.Skipf("no TypeScript compiler at %s (run `npm ci` in .ci/lint, as make lint does): %v", tsc, err)
+		skip(t, "no TypeScript compiler at %s (run `npm ci` in .ci/lint, as make lint does): %v", tsc, err)
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("no node on PATH: the typed clients need Node 20 or later to run")
+		skip(t, "no node on PATH: the typed clients need Node 20 or later to run")
 	}
 	nodeArgs := webSocketFlag(t, node)
 
@@ -97,6 +98,16 @@ func webSocketFlag(t *testing.T, node string) []string {
 	if probe("--experimental-websocket") {
 		return []string{"--experimental-websocket"}
 	}
-	t.Skip("this node has no WebSocket, even with --experimental-websocket: the typed clients need Node 20 or later")
+	skip(t, "this node has no WebSocket, even with --experimental-websocket: the typed clients need Node 20 or later")
 	return nil
+}
+
+// skip skips the test, or fails it when AGENTWIRE_TEST_CLIENTS=1 says the
+// tools must be there.
+func skip(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("AGENTWIRE_TEST_CLIENTS") == "1" {
+		t.Fatalf("AGENTWIRE_TEST_CLIENTS=1, but: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }
