@@ -156,7 +156,8 @@ export class Socket<Out extends Frame, In extends Frame> {
 
   /**
    * Resolves with the next frame of that type for which match (if given)
-   * is true; rejects when the connection closes first or timeoutMs passes.
+   * is true; rejects when the connection closes first or timeoutMs passes
+   * (0: no time limit).
    */
   next<T extends In["type"]>(
     type: T,
@@ -178,10 +179,13 @@ export class Socket<Out extends Frame, In extends Frame> {
         done();
         reject(new Error(`the socket closed (${c.code} ${c.reason}) before a ${type} frame`));
       });
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no ${type} frame within ${timeoutMs} ms`));
-      }, timeoutMs);
+      const timer =
+        timeoutMs > 0
+          ? setTimeout(() => {
+              done();
+              reject(new Error(`no ${type} frame within ${timeoutMs} ms`));
+            }, timeoutMs)
+          : undefined;
     });
   }
 
