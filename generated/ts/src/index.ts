@@ -6,3 +6,4 @@ export type * as agentloop from "./agentloop.js";
 export type * as loom from "./loom.js";
 export type * as ag2Rest from "./ag2Rest.js";
 export type * as threads from "./threads.js";
+export * from "./clients/index.js";
