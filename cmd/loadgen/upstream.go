@@ -89,6 +89,11 @@ func startUpstream(c clock) (*upstream, error) {
 	u := &upstream{clock: c, ln: ln, ctx: ctx, stop: stop, streams: map[int64]*stream{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", u.serveCompletion)
+	// The server's start-up check of its model lists the models.
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"loadgen","object":"model","created":0,"owned_by":"loadgen"}]}`)
+	})
 	u.srv = &http.Server{Handler: u.track(mux), ReadHeaderTimeout: 10 * time.Second}
 	u.wg.Go(func() { _ = u.srv.Serve(ln) })
 	return u, nil

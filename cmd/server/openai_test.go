@@ -49,7 +49,9 @@ func TestRunServesAnOpenAICompatibleModel(t *testing.T) {
 		text = append(text, completionChunk(map[string]any{}, "stop"), "data: [DONE]\n\n")
 		replies = append(replies, llmtest.Reply{Events: call}, llmtest.Reply{Events: text})
 	}
-	model := llmtest.NewServer(t, replies...)
+	// First the start-up check lists the server's models.
+	models := llmtest.Reply{Body: `{"object":"list","data":[{"id":"llama3.1","object":"model","created":0,"owned_by":"local"}]}`}
+	model := llmtest.NewServer(t, append([]llmtest.Reply{models}, replies...)...)
 
 	env := map[string]string{
 		"OPENAI_BASE_URL":    model.URL + "/v1",
@@ -120,7 +122,9 @@ func TestRunServesAnOpenAICompatibleModel(t *testing.T) {
 	// What the model was sent: the named model, streaming with usage, the
 	// tools, and on the second turn the first turn's conversation.
 	reqs := model.Requests()
-	require.Len(t, reqs, 4)
+	require.Len(t, reqs, 5)
+	assert.Equal(t, "GET /v1/models", reqs[0].Method+" "+reqs[0].Path, "the start-up check")
+	reqs = reqs[1:]
 	for _, r := range reqs {
 		assert.Equal(t, "/v1/chat/completions", r.Path)
 	}
