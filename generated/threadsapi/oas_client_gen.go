@@ -207,7 +207,10 @@ type Invoker interface {
 	//
 	// Clients must not retry a POST to recover an interrupted stream: that would send the message again.
 	// They resume with `GET /api/v1/threads/{threadId}/events` and the `id` of the last event they
-	// received as `Last-Event-ID`.
+	// received as `Last-Event-ID`. A client that cannot tell whether its POST arrived sends an
+	// `Idempotency-Key` (agentwire's addition): a POST with a key the thread has seen in its last events
+	// (or, on the same server, in the last 15 minutes) posts nothing and streams the first POST's run from
+	// its start.
 	//
 	// A request is rejected with 400 before anything is streamed when the path is not a UUID, the
 	// Content-Type is not `application/json`, the body is not a JSON object matching `SendMessageRequest`,
@@ -394,7 +397,10 @@ func (c *Client) sendGetThread(ctx context.Context, params GetThreadParams) (res
 //
 // Clients must not retry a POST to recover an interrupted stream: that would send the message again.
 // They resume with `GET /api/v1/threads/{threadId}/events` and the `id` of the last event they
-// received as `Last-Event-ID`.
+// received as `Last-Event-ID`. A client that cannot tell whether its POST arrived sends an
+// `Idempotency-Key` (agentwire's addition): a POST with a key the thread has seen in its last events
+// (or, on the same server, in the last 15 minutes) posts nothing and streams the first POST's run from
+// its start.
 //
 // A request is rejected with 400 before anything is streamed when the path is not a UUID, the
 // Content-Type is not `application/json`, the body is not a JSON object matching `SendMessageRequest`,
@@ -448,6 +454,22 @@ func (c *Client) sendSendMessage(ctx context.Context, request *SendMessageReques
 	}
 	if err := encodeSendMessageRequest(request, r); err != nil {
 		return res, errors.Wrap(err, "encode request")
+	}
+
+	h := uri.NewHeaderEncoder(r.Header)
+	{
+		cfg := uri.HeaderParameterEncodingConfig{
+			Name:    "Idempotency-Key",
+			Explode: false,
+		}
+		if err := h.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.IdempotencyKey.Get(); ok {
+				return e.EncodeValue(conv.StringToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode header")
+		}
 	}
 
 	sseOptions := c.cfg.sseCfg

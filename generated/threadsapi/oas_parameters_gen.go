@@ -17,6 +17,9 @@ type GetThreadParams struct {
 
 // SendMessageParams is parameters of sendMessage operation.
 type SendMessageParams struct {
+	// The client's key for this message (agentwire's addition; at most 255 characters): a retry with the
+	// same key sends nothing again and streams the run the first one started, from its start.
+	IdempotencyKey OptString `json:",omitempty,omitzero"`
 	// The thread's UUID, in the canonical 8-4-4-4-12 hexadecimal form (either case; both name the same
 	// thread, whose id is the lower-case form). Anything else is rejected with 400. The thread is the one
 	// the other protocols name with the same id: agentwire's agentchat `session_id`, for example, so a

@@ -48,6 +48,10 @@ type Command struct {
 	Interactive bool `json:"interactive,omitempty"`
 	// Options are how a posted message's run is to be run.
 	Options *RunOptions `json:"options,omitempty"`
+	// Key is the client's idempotency key of an answer: the same key
+	// again, from a client that retries after a reconnect, answers
+	// nothing a second time (runs.Manager.Resolve).
+	Key string `json:"key,omitempty"`
 }
 
 // RunOptions are what a protocol may choose about a run it starts. They
@@ -73,6 +77,9 @@ type RunOptions struct {
 	// run (internal/tracing), so that the run's spans join its trace on
 	// whichever node runs it; set by the run manager, not by protocols.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Key is the client's idempotency key of the post (runs.Input.Key),
+	// kept with it while it waits in a queue.
+	Key string `json:"key,omitempty"`
 }
 
 // Answers reports whether the command answers a pending request (an

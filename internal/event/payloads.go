@@ -100,6 +100,8 @@ func (RunCancelled) EventType() Type { return TypeRunCancelled }
 type MessageUser struct {
 	MessageID string `json:"message_id"`
 	Text      string `json:"text"`
+	// Key is the client's idempotency key of the post, when it sent one.
+	Key string `json:"key,omitempty"`
 }
 
 // EventType implements Payload.

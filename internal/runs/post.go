@@ -28,6 +28,11 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 	if m.cfg.Ready != nil && !m.cfg.Ready() {
 		return Posted{}, ErrUnavailable
 	}
+	if in.Key != "" {
+		if before, ok, err := m.postedBefore(ctx, thread, in.Key); err != nil || ok {
+			return before, err
+		}
+	}
 	p, err := m.prepare(ctx, thread, in.Options)
 	if err != nil {
 		return Posted{}, err
@@ -35,6 +40,17 @@ func (m *Manager) Post(ctx context.Context, thread string, in Input) (Posted, er
 	defer p.done()
 	in.runID, in.messageID = event.NewID(), event.NewID()
 	in.Options.Traceparent = tracing.Traceparent(ctx)
+	in.Options.Key = in.Key
+	posted, err := m.post(ctx, thread, in, p)
+	if err == nil && in.Key != "" {
+		m.keys.put(thread, in.Key, posted)
+	}
+	return posted, err
+}
+
+// post offers the prepared input in to the thread's owner, or starts it
+// here, until one of them takes it.
+func (m *Manager) post(ctx context.Context, thread string, in Input, p *prepared) (Posted, error) {
 	queued := Posted{Run: in.runID, MessageID: in.messageID, Queued: true}
 	for {
 		took, err := m.offer(ctx, thread, in, p)

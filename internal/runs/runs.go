@@ -154,6 +154,8 @@ type Manager struct {
 	starting map[string]string        // thread -> the run a post is starting here, until its claim is committed (announce)
 	checked  map[string]bool          // runs of posts Post checked and is sending to their owners (send)
 	stopping bool
+
+	keys keys // the keys of recent posts and answers (idempotent.go)
 }
 
 // Input is a user message for a thread.
@@ -165,6 +167,11 @@ type Input struct {
 	Interactive bool
 	// Options choose how the run is run.
 	Options event.RunOptions
+	// Key, when set, is the client's key for this post (a frame id, an
+	// Idempotency-Key header): a second post with the same key to the
+	// same thread starts nothing and gets the first one's Posted, with
+	// Duplicate set.
+	Key string
 	// run and message ids, assigned by Post.
 	runID, messageID string
 }
@@ -174,7 +181,7 @@ func (in Input) queued() store.QueuedInput {
 }
 
 func fromQueue(q store.QueuedInput) Input {
-	return Input{Text: q.Text, Interactive: q.Interactive, Options: q.Options, runID: q.Run, messageID: q.MessageID}
+	return Input{Text: q.Text, Interactive: q.Interactive, Options: q.Options, Key: q.Options.Key, runID: q.Run, messageID: q.MessageID}
 }
 
 // Posted says what became of an input.
@@ -185,6 +192,12 @@ type Posted struct {
 	MessageID string
 	// Queued is true when another run was active and the input waits.
 	Queued bool
+	// Duplicate is true when the input's Key was posted before: nothing
+	// was started, and Run and MessageID are the first post's.
+	Duplicate bool
+	// Seq, for a Duplicate, is the seq of the first post's user message
+	// when the log holds it (0 while it waits in a queue).
+	Seq int64
 }
 
 // New returns a Manager and starts its lease keeper. Call Recover before
@@ -226,9 +239,17 @@ func (m *Manager) Resolve(ctx context.Context, thread string, cmd event.Command)
 	if !cmd.Answers() {
 		return fmt.Errorf("runs: a %q command answers no request", cmd.Kind)
 	}
+	if cmd.Key != "" {
+		if _, ok := m.keys.get(thread, "answer\x00"+cmd.Key); ok {
+			return nil // a retry of an answer this node delivered
+		}
+	}
 	err := m.cfg.Bus.Send(ctx, thread, cmd)
 	if errors.Is(err, bus.ErrNoHandler) {
 		return ErrUnknownRequest
+	}
+	if err == nil && cmd.Key != "" {
+		m.keys.put(thread, "answer\x00"+cmd.Key, Posted{})
 	}
 	return err
 }

@@ -172,7 +172,8 @@ func (m *Manager) record(ctx context.Context, in Input, msg event.Event) (int64,
 	return committed[len(committed)-1].Seq, nil
 }
 
-// userMessage is the event that records in's message in the thread.
+// userMessage is the event that records in's message in the thread, with
+// the client's key of the post.
 func userMessage(thread string, in Input) event.Event {
-	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text})
+	return event.New(thread, in.runID, event.MessageUser{MessageID: in.messageID, Text: in.Text, Key: in.Key})
 }

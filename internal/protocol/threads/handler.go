@@ -247,13 +247,24 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 		h.coreError(w, r, "subscribe to the thread", err)
 		return
 	}
-	posted, err := h.core.Post(ctx, thread, runs.Input{Text: req.Text})
+	posted, err := h.core.Post(ctx, thread, runs.Input{Text: req.Text, Key: r.Header.Get("Idempotency-Key")})
 	if err != nil {
 		p.Close()
 		h.coreError(w, r, "post the message", err)
 		return
 	}
-	h.stream(w, r, id, p, wake, protocol.Position{Seq: p.Head()}, -1, -1, &runView{projector: newProjector(id), run: posted.Run})
+	from := p.Head()
+	if posted.Duplicate && posted.Seq > 0 {
+		// A retry of a message the thread has: its run's events, from its
+		// start, whatever of them went by already.
+		p.Close()
+		from = posted.Seq - 1
+		if p, err = protocol.PullThread(bus.WantPreviews(ctx), h.core, thread, from, wake.kick); err != nil {
+			h.coreError(w, r, "subscribe to the thread", err)
+			return
+		}
+	}
+	h.stream(w, r, id, p, wake, protocol.Position{Seq: from}, -1, -1, &runView{projector: newProjector(id), run: posted.Run})
 }
 
 // streamEvents resumes the thread's stream after Last-Event-ID.
