@@ -36,6 +36,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/wire"
@@ -67,12 +68,10 @@ type Handler struct {
 	workflows func(name string) error
 	names     func() []string // the workflows on offer, for WORKFLOW_NOT_FOUND; nil without a catalog
 
-	mu      sync.Mutex
-	closed  bool
-	users   map[string]*rate.Limiter // by enterprise and user
-	stop    context.CancelFunc       // ends every socket's follow
-	stopped context.Context
-	follows sync.WaitGroup // one per socket's follow goroutine
+	streams drain.Group // one per socket's follow goroutine
+
+	mu    sync.Mutex
+	users map[string]*rate.Limiter // by enterprise and user
 }
 
 // errNoWorkflow is the lookup's answer for a workflow that does not exist.
@@ -89,7 +88,6 @@ func New(env protocol.Env) (*Handler, error) {
 		return nil, err
 	}
 	conn := env.ConnOptions(Name, log)
-	stopped, stop := context.WithCancel(context.Background())
 	r := rate.Limit(env.Config.AG2Rate)
 	if env.Config.AG2Rate <= 0 {
 		r = rate.Inf
@@ -97,8 +95,7 @@ func New(env protocol.Env) (*Handler, error) {
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Config.Model,
 		legacy: env.Config.AG2LegacyTypes, rate: r, burst: max(env.Config.AG2Burst, 1),
-		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{},
-		stop: stop, stopped: stopped}
+		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{}}
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names
 	}
@@ -736,17 +733,5 @@ func (h *Handler) claimScope(ctx context.Context, chat, ent, user string) error 
 // cancel, or when the adapter shuts down; done must be called once the
 // follow has ended. ok is false once the adapter is shutting down.
 func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, nil, nil, false
-	}
-	h.follows.Add(1)
-	fctx, cancelCtx := context.WithCancel(ctx)
-	unhook := context.AfterFunc(h.stopped, cancelCtx)
-	return fctx, cancelCtx, func() {
-		unhook()
-		cancelCtx()
-		h.follows.Done()
-	}, true
+	return h.streams.Begin(ctx)
 }

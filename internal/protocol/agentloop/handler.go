@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/coder/websocket"
@@ -31,6 +30,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/tools"
@@ -49,11 +49,7 @@ type Handler struct {
 	model  string
 	window int
 
-	mu      sync.Mutex
-	closed  bool
-	stop    context.CancelFunc // ends every connection's follow
-	stopped context.Context
-	follows sync.WaitGroup // one per connection's follow goroutine
+	streams drain.Group // one per connection's follow goroutine
 }
 
 // New returns a Handler. Shutdown ends its connections' follows.
@@ -63,11 +59,9 @@ func New(env protocol.Env) *Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	conn := env.ConnOptions(Name, log)
-	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
-		model:  env.Config.Model, window: contextWindow(env.Config),
-		stop: stop, stopped: stopped}
+		model:  env.Config.Model, window: contextWindow(env.Config)}
 }
 
 func contextWindow(cfg config.Config) int {
@@ -432,17 +426,5 @@ func (h *Handler) errorFor(err error, what string) agentloopapi.Outbound {
 // cancel, or when the adapter shuts down; done must be called once the
 // follow has ended. ok is false once the adapter is shutting down.
 func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, nil, nil, false
-	}
-	h.follows.Add(1)
-	fctx, cancelCtx := context.WithCancel(ctx)
-	unhook := context.AfterFunc(h.stopped, cancelCtx)
-	return fctx, cancelCtx, func() {
-		unhook()
-		cancelCtx()
-		h.follows.Done()
-	}, true
+	return h.streams.Begin(ctx)
 }

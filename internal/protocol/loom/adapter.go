@@ -64,19 +64,8 @@ func (h *Handler) Endpoints() []protocol.Endpoint {
 // working folder. The server closes the sockets themselves
 // (wsconn.Registry); the runs go on in the core.
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closed = true
-	h.mu.Unlock()
-	h.stop()
-	done := make(chan struct{})
-	go func() {
-		h.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return h.root.Close()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := h.workers.Shutdown(ctx, nil); err != nil {
+		return err
 	}
+	return h.root.Close()
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/tools"
@@ -66,13 +67,11 @@ type Handler struct {
 	root   *sandbox.Root      // the server's working folder, to check working_folder
 	specs  []tools.Spec       // the tools a run gets, sorted by name
 
-	mu      sync.Mutex
-	closed  bool
-	stop    context.CancelFunc // ends every connection's runs' streams
-	stopped context.Context
-	workers sync.WaitGroup    // one per connection's run worker
-	runs    map[string]runRef // wire run id -> its run, for runs streamed by this handler's sockets
-	order   []string          // keys of runs, oldest first
+	workers drain.Group // one per connection's run worker
+
+	mu    sync.Mutex
+	runs  map[string]runRef // wire run id -> its run, for runs streamed by this handler's sockets
+	order []string          // keys of runs, oldest first
 }
 
 // runRef is a run as the core knows it.
@@ -99,10 +98,9 @@ func New(env protocol.Env) (*Handler, error) {
 	specs := builtin.New(root, builtin.Options{Logger: log}).Filter(policy).Specs()
 	slices.SortFunc(specs, func(a, b tools.Spec) int { return strings.Compare(a.Name, b.Name) })
 	conn := env.ConnOptions(Name, log)
-	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs,
-		stop: stop, stopped: stopped, runs: map[string]runRef{}}, nil
+		runs: map[string]runRef{}}, nil
 }
 
 // ServeHTTP upgrades to a WebSocket and serves it.
@@ -600,19 +598,7 @@ func (h *Handler) message(err error, what string) string {
 // with cancel, or when the adapter shuts down; done must be called once
 // the worker has ended. ok is false once the adapter is shutting down.
 func (h *Handler) begin(ctx context.Context) (wctx context.Context, cancel, done func(), ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, nil, nil, false
-	}
-	h.workers.Add(1)
-	wctx, cancelCtx := context.WithCancel(ctx)
-	unhook := context.AfterFunc(h.stopped, cancelCtx)
-	return wctx, cancelCtx, func() {
-		unhook()
-		cancelCtx()
-		h.workers.Done()
-	}, true
+	return h.workers.Begin(ctx)
 }
 
 // toolSpec is a tool as tools_list and tool_show give it.
