@@ -184,7 +184,7 @@ func (s *session) serve(ctx context.Context) error {
 		s.c.CloseAfterFlush(websocket.StatusInternalError, "the chat could not be opened")
 		return nil
 	}
-	fctx, cancel, done, ok := s.h.begin(ctx)
+	fctx, cancel, done, ok := s.h.streams.Begin(ctx)
 	if !ok {
 		s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The server is shutting down; reconnect shortly", nil, false)}, false)
 		return nil
@@ -727,11 +727,4 @@ func (h *Handler) checkScope(ctx context.Context, chat, ent, user string) error 
 func (h *Handler) claimScope(ctx context.Context, chat, ent, user string) error {
 	scoped, t := scope(ctx, chat, ent, user)
 	return h.core.Own(scoped, t)
-}
-
-// begin registers a socket's follow. Its context ends with ctx, with
-// cancel, or when the adapter shuts down; done must be called once the
-// follow has ended. ok is false once the adapter is shutting down.
-func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
-	return h.streams.Begin(ctx)
 }

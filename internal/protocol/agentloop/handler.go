@@ -125,7 +125,7 @@ var _ agentloopapi.Handler = (*session)(nil)
 // serve follows the thread, sends the first frame, and reads the client's
 // frames until the connection ends.
 func (s *session) serve(ctx context.Context, joined bool) error {
-	fctx, cancel, done, ok := s.h.begin(ctx)
+	fctx, cancel, done, ok := s.h.streams.Begin(ctx)
 	if !ok {
 		s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
 		return nil
@@ -420,11 +420,4 @@ func (h *Handler) errorFor(err error, what string) agentloopapi.Outbound {
 		msg = "Failed to " + what + ": internal error"
 	}
 	return errorFrame(msg, details)
-}
-
-// begin registers a connection's follow. Its context ends with ctx, with
-// cancel, or when the adapter shuts down; done must be called once the
-// follow has ended. ok is false once the adapter is shutting down.
-func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
-	return h.streams.Begin(ctx)
 }

@@ -136,7 +136,7 @@ var _ loomapi.Handler = (*session)(nil)
 // serve runs the connection's run worker and reads the client's frames
 // until the connection ends.
 func (s *session) serve(ctx context.Context) error {
-	wctx, cancel, done, ok := s.h.begin(ctx)
+	wctx, cancel, done, ok := s.h.workers.Begin(ctx)
 	if !ok {
 		s.send(errorFrame("", "the server is shutting down; try again shortly"))
 		return nil
@@ -592,13 +592,6 @@ func (h *Handler) message(err error, what string) string {
 		return "could not " + what + ": internal error"
 	}
 	return perr.Message
-}
-
-// begin registers a connection's run worker. Its context ends with ctx,
-// with cancel, or when the adapter shuts down; done must be called once
-// the worker has ended. ok is false once the adapter is shutting down.
-func (h *Handler) begin(ctx context.Context) (wctx context.Context, cancel, done func(), ok bool) {
-	return h.workers.Begin(ctx)
 }
 
 // toolSpec is a tool as tools_list and tool_show give it.
