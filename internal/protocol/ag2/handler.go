@@ -28,7 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"golang.org/x/time/rate"
 
@@ -172,52 +171,40 @@ func (s *session) serve(ctx context.Context) error {
 			code, msg, reason = codeAgentInit, fmt.Sprintf("Workflow %q could not be loaded: %v", s.workflow, err), "workflow does not load"
 		}
 		s.send(frame{msg: chatError(s.chat, 0, code, msg, details, false)}, false)
-		s.c.CloseAfterFlush(websocket.StatusPolicyViolation, reason)
+		s.c.Refuse(reason, true)
 		return nil
 	}
 	if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
-			s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to another enterprise or user")
+			s.c.Refuse("the chat belongs to another enterprise or user", false)
 			return nil
 		}
 		s.sendErr(err, "open the chat")
-		s.c.CloseAfterFlush(websocket.StatusInternalError, "the chat could not be opened")
+		s.c.Fail("the chat could not be opened")
 		return nil
 	}
-	fctx, cancel, done, ok := s.h.streams.Begin(ctx)
-	if !ok {
+	return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
 		s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The server is shutting down; reconnect shortly", nil, false)}, false)
-		return nil
-	}
-	f, err := protocol.Follow(fctx, s.h.core, s.chat, 0)
+	}}.Serve(ctx, s.c, &s.h.streams)
+}
+
+// open follows the chat, and returns the follow (nil when the chat
+// cannot be followed).
+func (s *session) open(ctx context.Context) func(context.Context) {
+	f, err := protocol.Follow(ctx, s.h.core, s.chat, 0)
 	if err != nil {
-		done()
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound {
-			s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to someone else")
+			s.c.Refuse("the chat belongs to someone else", false)
 			return nil
 		}
 		s.sendErr(err, "follow the chat")
-		s.c.CloseAfterFlush(websocket.StatusInternalError, "the chat could not be followed")
+		s.c.Fail("the chat could not be followed")
 		return nil
 	}
 	s.proj = newProjector(s.chat, s.h.prices, s.h.model)
-	followed := make(chan struct{})
-	go func() {
-		defer done()
-		defer close(followed)
+	return func(ctx context.Context) {
 		defer f.Close()
-		s.follow(fctx, f)
-	}()
-	defer func() {
-		cancel()
-		<-followed
-	}()
-	for {
-		b, err := s.c.Read(ctx)
-		if err != nil {
-			return err
-		}
-		s.handle(ctx, b)
+		s.follow(ctx, f)
 	}
 }
 
@@ -299,14 +286,14 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
 					// Nobody's chat when the socket opened, and another
 					// principal's now: the refusal is the close alone.
-					s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to someone else")
+					s.c.Refuse("the chat belongs to someone else", false)
 					return
 				}
 				if err != nil {
 					if ctx.Err() == nil {
 						s.h.log.Error("ag2: following the chat failed", "chat", s.chat, "err", err)
 						s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The chat's events stopped; reconnect and resume", nil, false)}, false)
-						s.c.CloseAfterFlush(websocket.StatusInternalError, "the chat's events stopped")
+						s.c.Fail("the chat's events stopped")
 					}
 					return
 				}
@@ -320,7 +307,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 					// The chat may have been nobody's when the socket
 					// opened: its first event says whose it is now.
 					if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
-						s.c.Close(websocket.StatusPolicyViolation, "the chat belongs to another enterprise or user")
+						s.c.Refuse("the chat belongs to another enterprise or user", false)
 						return
 					}
 					scoped = true

@@ -27,7 +27,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/coder/websocket"
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 
@@ -107,7 +106,9 @@ func New(env protocol.Env) (*Handler, error) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, c: c, who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
-		return s.serve(ctx)
+		return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
+			s.send(errorFrame("", "the server is shutting down; try again shortly"))
+		}}.Serve(ctx, c, &h.workers)
 	})
 }
 
@@ -133,32 +134,8 @@ type runJob struct {
 
 var _ loomapi.Handler = (*session)(nil)
 
-// serve runs the connection's run worker and reads the client's frames
-// until the connection ends.
-func (s *session) serve(ctx context.Context) error {
-	wctx, cancel, done, ok := s.h.workers.Begin(ctx)
-	if !ok {
-		s.send(errorFrame("", "the server is shutting down; try again shortly"))
-		return nil
-	}
-	worked := make(chan struct{})
-	go func() {
-		defer close(worked)
-		defer done()
-		s.work(wctx)
-	}()
-	defer func() {
-		cancel()
-		<-worked
-	}()
-	for {
-		frame, err := s.c.Read(ctx)
-		if err != nil {
-			return err
-		}
-		s.handle(ctx, frame)
-	}
-}
+// open returns the connection's run worker, which runs beside the reader.
+func (s *session) open(context.Context) func(context.Context) { return s.work }
 
 // work runs the socket's runs one at a time. A run that fails closes the
 // socket after its error frame, as the original server did.
@@ -169,7 +146,7 @@ func (s *session) work(ctx context.Context) {
 			return
 		case j := <-s.jobs:
 			if !s.execute(ctx, j) {
-				s.c.CloseAfterFlush(websocket.StatusNormalClosure, "run failed")
+				s.c.Finish("run failed")
 				return
 			}
 		}

@@ -194,6 +194,25 @@ func (c *Conn) CloseAfterFlush(code websocket.StatusCode, reason string) {
 	c.closeLocked(code, reason, true)
 }
 
+// Refuse closes the socket with 1008 (policy violation): it asked for
+// what it may not have, such as another principal's thread. With flush
+// the frames already queued go first; without, they are dropped. Refuse,
+// Fail and Finish are the close codes the adapters end a socket with,
+// mapped in one place.
+func (c *Conn) Refuse(reason string, flush bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked(websocket.StatusPolicyViolation, reason, flush)
+}
+
+// Fail closes the socket with 1011 (internal error) once the frames
+// already queued are written.
+func (c *Conn) Fail(reason string) { c.CloseAfterFlush(websocket.StatusInternalError, reason) }
+
+// Finish closes the socket normally (1000) once the frames already
+// queued are written.
+func (c *Conn) Finish(reason string) { c.CloseAfterFlush(websocket.StatusNormalClosure, reason) }
+
 // Done is closed once the connection starts closing.
 func (c *Conn) Done() <-chan struct{} { return c.closed }
 
