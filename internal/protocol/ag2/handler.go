@@ -82,18 +82,18 @@ func New(env protocol.Env) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p, err := loadPrices(env.Config.Prices)
+	p, err := loadPrices(env.AG2.Prices)
 	if err != nil {
 		return nil, err
 	}
 	conn := env.ConnOptions(Name, log)
-	r := rate.Limit(env.Config.AG2Rate)
-	if env.Config.AG2Rate <= 0 {
+	r := rate.Limit(env.AG2.Rate)
+	if env.AG2.Rate <= 0 {
 		r = rate.Inf
 	}
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
-		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Config.Model,
-		legacy: env.Config.AG2LegacyTypes, rate: r, burst: max(env.Config.AG2Burst, 1),
+		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Model,
+		legacy: env.AG2.LegacyTypes, rate: r, burst: max(env.AG2.Burst, 1),
 		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{}}
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names

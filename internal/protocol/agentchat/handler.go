@@ -48,8 +48,8 @@ func New(env protocol.Env) *Handler {
 	}
 	conn := env.ConnOptions(Name, log)
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
-		verify: env.Verifier(Name, agentchatapi.ValidateOutbound), stream: orMessage(env.Config.AgentchatStream)}
-	h.hub = newHub(env.Core, env.Config.AgentchatBroadcast == "all", log, h.verify)
+		verify: env.Verifier(Name, agentchatapi.ValidateOutbound), stream: orMessage(env.Agentchat.Stream)}
+	h.hub = newHub(env.Core, env.Agentchat.Broadcast, log, h.verify)
 	return h
 }
 

@@ -25,7 +25,6 @@ import (
 
 	"github.com/agentwire/agentwire/generated/agentloopapi"
 	"github.com/agentwire/agentwire/internal/agent"
-	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/protocol"
@@ -60,14 +59,7 @@ func New(env protocol.Env) *Handler {
 	conn := env.ConnOptions(Name, log)
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
-		model:  env.Config.Model, window: contextWindow(env.Config)}
-}
-
-func contextWindow(cfg config.Config) int {
-	if cfg.ContextWindow > 0 {
-		return cfg.ContextWindow
-	}
-	return llm.ContextWindow(cfg.Model)
+		model:  env.Model, window: env.ContextWindow}
 }
 
 // maxThreadID bounds a thread id given with ?thread_id=.

@@ -38,7 +38,6 @@ import (
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/tools"
-	"github.com/agentwire/agentwire/internal/tools/builtin"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 	"github.com/agentwire/agentwire/internal/wire"
 )
@@ -64,7 +63,7 @@ type Handler struct {
 	log    *slog.Logger
 	verify func(frame []byte) // nil unless the server checks its frames (tests)
 	root   *sandbox.Root      // the server's working folder, to check working_folder
-	specs  []tools.Spec       // the tools a run gets, sorted by name
+	specs  []tools.Spec       // the tools a run gets, sorted by name (the server's)
 
 	workers drain.Group // one per connection's run worker
 
@@ -85,20 +84,12 @@ func New(env protocol.Env) (*Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	root, err := sandbox.Open(env.Config.Workdir)
-	if err != nil {
-		return nil, fmt.Errorf("loom: open the working folder: %w", err)
+	if env.Workdir == nil {
+		return nil, errors.New("loom: no working folder")
 	}
-	policy, err := tools.ParsePolicy(env.Config.ApprovalPolicy)
-	if err != nil {
-		_ = root.Close()
-		return nil, err
-	}
-	specs := builtin.New(root, builtin.Options{Logger: log}).Filter(policy).Specs()
-	slices.SortFunc(specs, func(a, b tools.Spec) int { return strings.Compare(a.Name, b.Name) })
 	conn := env.ConnOptions(Name, log)
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
-		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: root, specs: specs,
+		verify: env.Verifier(Name, loomapi.ValidateOutbound), root: env.Workdir, specs: env.Tools,
 		runs: map[string]runRef{}}, nil
 }
 
