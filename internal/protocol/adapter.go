@@ -6,9 +6,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
+	"github.com/agentwire/agentwire/internal/tools"
+	"github.com/agentwire/agentwire/internal/tools/sandbox"
 	"github.com/agentwire/agentwire/internal/workflow"
 )
 
@@ -43,10 +44,24 @@ type Registration struct {
 	New func(env Env) (Adapter, error)
 }
 
-// Env is what an adapter is built with.
+// Env is what an adapter is built with: everything it reads of the
+// server's set-up, built once by the server. Adapters read no
+// configuration of their own.
 type Env struct {
-	Core   Core
-	Config config.Config
+	Core Core
+	// Model is the name of the model runs use, and ContextWindow its
+	// context window in tokens (--context-window, or the model's).
+	Model         string
+	ContextWindow int
+	// Workdir is the server's working folder (the server closes it), and
+	// Tools the tools a run gets there under the approval policy, sorted
+	// by name.
+	Workdir *sandbox.Root
+	Tools   []tools.Spec
+	// Agentchat and AG2 are those protocols' settings.
+	Agentchat AgentchatSettings
+	AG2       AG2Settings
+	Loom      LoomSettings
 	// Conns tracks the server's WebSockets, which Shutdown closes with
 	// "going away"; Conn tunes each of them.
 	Conns *wsconn.Registry
@@ -67,6 +82,40 @@ type Env struct {
 	// Metrics counts connections, frames and slow consumers; nil counts
 	// nothing.
 	Metrics *metrics.Metrics
+}
+
+// AgentchatSettings are agentchat's settings.
+type AgentchatSettings struct {
+	// Stream is how a socket gets the agent's text unless it asks:
+	// "message" (the default) or "chunks" (--agentchat-stream).
+	Stream string
+	// Broadcast sends every socket every thread its principal watches,
+	// not only its session's (--agentchat-broadcast all).
+	Broadcast bool
+}
+
+// AG2Settings are AG2's settings.
+type AG2Settings struct {
+	// Rate and Burst are the token bucket of the client messages of a
+	// socket and of a user: messages a second (0: no limit), and how many
+	// at once before Rate applies (at least 1).
+	Rate  float64
+	Burst int
+	// LegacyTypes also sends the legacy un-namespaced duplicate of every
+	// chat.* frame.
+	LegacyTypes bool
+	// Prices is the path of a YAML price table for usage costs; "": the
+	// built-in one.
+	Prices string
+	// TextTurns makes text sent without a request id always a new turn
+	// (--ag2-text-turns); by default it answers the pending request.
+	TextTurns bool
+}
+
+// LoomSettings are Loom's settings.
+type LoomSettings struct {
+	// RunStart sends the document's run_start event (--loom-run-start).
+	RunStart bool
 }
 
 // ConnOptions are the options of proto's WebSockets: the server's, with

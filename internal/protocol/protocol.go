@@ -6,7 +6,18 @@
 // of Core.Pull (Follow, WatchThread, or the Pull itself) and projects it
 // onto its wire format with a Projector, and reports failures as an *Error
 // that it maps to its own error frame or status. Each registers itself
-// with a Registration; the server serves what its registry lists.
+// with a Registration; the server serves what its registry lists, and
+// builds each adapter from one Env: the Core, and what the server set up
+// once (the model and its context window, the working folder and the
+// tools, the protocols' settings), so that no adapter reads the
+// configuration or builds these itself.
+//
+// The adapter kit: a drain.Group is every adapter's Shutdown (refuse new
+// streams, end the running ones, wait for them until the context ends);
+// a Session is the skeleton of a WebSocket adapter's socket (a reader, the
+// socket's follow beside it under an errgroup, the one writer of
+// wsconn.Conn, and wsconn's close codes); wiretest holds the wire checks
+// every WebSocket protocol's tests share.
 package protocol
 
 import (

@@ -246,7 +246,12 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	// The guard has checked the Origin of every upgrade before it gets here.
 	connOpts.SkipOriginCheck = true
 	connOpts.Subprotocols = []string{auth.Subprotocol}
-	env := protocol.Env{Core: s.core, Config: cfg, Conns: s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows, Metrics: s.metrics}
+	env := protocol.Env{Core: s.core, Model: cfg.Model, ContextWindow: cfg.ContextWindow,
+		Workdir: s.root, Tools: toolset.Specs(),
+		Agentchat: protocol.AgentchatSettings{Stream: cfg.AgentchatStream, Broadcast: cfg.AgentchatBroadcast == "all"},
+		AG2:       protocol.AG2Settings{Rate: cfg.AG2Rate, Burst: cfg.AG2Burst, LegacyTypes: cfg.AG2LegacyTypes, Prices: cfg.Prices, TextTurns: cfg.AG2TextTurns},
+		Loom:      protocol.LoomSettings{RunStart: cfg.LoomRunStart},
+		Conns:     s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows, Metrics: s.metrics}
 	for _, r := range registry {
 		a, err := r.New(env)
 		if err != nil {

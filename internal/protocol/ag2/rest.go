@@ -63,7 +63,7 @@ type restState struct {
 }
 
 func newRESTState(env protocol.Env) *restState {
-	return &restState{textTurns: env.Config.AG2TextTurns, catalog: env.Workflows, live: map[string]map[*session]uint64{}}
+	return &restState{textTurns: env.AG2.TextTurns, catalog: env.Workflows, live: map[string]map[*session]uint64{}}
 }
 
 // track registers a socket whose projector is set; the func it returns

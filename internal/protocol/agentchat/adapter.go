@@ -36,7 +36,6 @@ func (h *Handler) Endpoints() []protocol.Endpoint {
 // Shutdown implements protocol.Adapter: it ends the adapter's thread
 // subscriptions and waits for them. The server closes the sockets
 // themselves (wsconn.Registry).
-func (h *Handler) Shutdown(context.Context) error {
-	h.hub.close()
-	return nil
+func (h *Handler) Shutdown(ctx context.Context) error {
+	return h.hub.close(ctx)
 }

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/agentchatapi"
@@ -49,8 +48,8 @@ func New(env protocol.Env) *Handler {
 	}
 	conn := env.ConnOptions(Name, log)
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
-		verify: env.Verifier(Name, agentchatapi.ValidateOutbound), stream: orMessage(env.Config.AgentchatStream)}
-	h.hub = newHub(env.Core, env.Config.AgentchatBroadcast == "all", log, h.verify)
+		verify: env.Verifier(Name, agentchatapi.ValidateOutbound), stream: orMessage(env.Agentchat.Stream)}
+	h.hub = newHub(env.Core, env.Agentchat.Broadcast, log, h.verify)
 	return h
 }
 
@@ -66,13 +65,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, cl: h.hub.connect(ctx, c, chunks), ephemeral: uuid.NewString()}
 		defer h.hub.disconnect(s.cl)
-		for {
-			frame, err := c.Read(ctx)
-			if err != nil {
-				return err
-			}
-			s.handle(ctx, frame)
-		}
+		// No follow of its own: the hub's watches send the sessions' frames.
+		return protocol.Session{Handle: s.handle}.Serve(ctx, c, nil)
 	})
 }
 
@@ -95,7 +89,7 @@ func (s *session) handle(ctx context.Context, frame []byte) {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
 			// Another principal's session: nothing of it is sent, and the
 			// socket goes, as every protocol's sockets do.
-			s.cl.c.CloseAfterFlush(websocket.StatusPolicyViolation, "session not found")
+			s.cl.c.Refuse("session not found", true)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 )
 
@@ -35,8 +36,7 @@ type hub struct {
 	clients  map[*client]struct{}
 	nchunks  atomic.Int64 // sockets in chunks mode; while none, a delta costs no lookup
 	watchers map[watchKey]*watcher
-	closed   bool
-	wg       sync.WaitGroup // one per watcher, until its watch has ended
+	watches  drain.Group // one per watcher, until its watch has ended
 }
 
 // client is one socket.
@@ -97,7 +97,7 @@ func (h *hub) disconnect(cl *client) {
 // under the hub's lock: joins of other threads do not wait for it.
 func (h *hub) join(ctx context.Context, cl *client, thread string) error {
 	h.mu.Lock()
-	if h.closed {
+	if h.watches.Stopping().Err() != nil {
 		h.mu.Unlock()
 		return errClosed
 	}
@@ -108,10 +108,13 @@ func (h *hub) join(ctx context.Context, cl *client, thread string) error {
 		if w == nil {
 			// The follow lives as long as the watcher, as the principal
 			// of the socket that started it.
+			if !h.watches.Enter() {
+				h.mu.Unlock()
+				return errClosed
+			}
 			wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			w = &watcher{key: key, thread: thread, clients: map[*client]struct{}{}, cancel: cancel, ready: make(chan struct{}), texts: newTexts()}
 			h.watchers[key] = w
-			h.wg.Add(1)
 			go h.follow(wctx, w)
 		}
 		w.clients[cl] = struct{}{}
@@ -154,14 +157,14 @@ func (h *hub) follow(ctx context.Context, w *watcher) {
 			return nil
 		},
 		func(err error) {
-			defer h.wg.Done()
+			defer h.watches.Leave()
 			h.ended(w, err)
 		})
 	if err != nil {
 		w.err = err
 		close(w.ready)
 		h.drop(w)
-		h.wg.Done()
+		h.watches.Leave()
 		return
 	}
 	context.AfterFunc(ctx, watch.Stop) // cancelling the watcher stops it
@@ -362,13 +365,14 @@ func (h *hub) send(targets []*client, frame []byte) {
 	}
 }
 
-func (h *hub) close() {
-	h.mu.Lock()
-	h.closed = true
-	for t, w := range h.watchers {
-		w.cancel()
-		delete(h.watchers, t)
-	}
-	h.mu.Unlock()
-	h.wg.Wait()
+// close ends every watch, and waits for them until ctx is done.
+func (h *hub) close(ctx context.Context) error {
+	return h.watches.Shutdown(ctx, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for t, w := range h.watchers {
+			w.cancel()
+			delete(h.watchers, t)
+		}
+	})
 }

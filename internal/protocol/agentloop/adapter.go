@@ -37,19 +37,5 @@ func (h *Handler) Endpoints() []protocol.Endpoint {
 // of its thread and waits for them (until ctx is done). The server closes
 // the sockets themselves (wsconn.Registry).
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closed = true
-	h.mu.Unlock()
-	h.stop()
-	done := make(chan struct{})
-	go func() {
-		h.follows.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.streams.Shutdown(ctx, nil)
 }

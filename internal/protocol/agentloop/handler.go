@@ -19,18 +19,16 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"unicode"
 
-	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/generated/agentloopapi"
 	"github.com/agentwire/agentwire/internal/agent"
-	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/tools"
@@ -49,11 +47,7 @@ type Handler struct {
 	model  string
 	window int
 
-	mu      sync.Mutex
-	closed  bool
-	stop    context.CancelFunc // ends every connection's follow
-	stopped context.Context
-	follows sync.WaitGroup // one per connection's follow goroutine
+	streams drain.Group // one per connection's follow goroutine
 }
 
 // New returns a Handler. Shutdown ends its connections' follows.
@@ -63,18 +57,9 @@ func New(env protocol.Env) *Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	conn := env.ConnOptions(Name, log)
-	stopped, stop := context.WithCancel(context.Background())
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
-		model:  env.Config.Model, window: contextWindow(env.Config),
-		stop: stop, stopped: stopped}
-}
-
-func contextWindow(cfg config.Config) int {
-	if cfg.ContextWindow > 0 {
-		return cfg.ContextWindow
-	}
-	return llm.ContextWindow(cfg.Model)
+		model:  env.Model, window: env.ContextWindow}
 }
 
 // maxThreadID bounds a thread id given with ?thread_id=.
@@ -114,7 +99,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, c: c, thread: thread}
-		return s.serve(ctx, joined)
+		return protocol.Session{Open: s.open(joined), Handle: s.handle, ShuttingDown: func() {
+			s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
+		}}.Serve(ctx, c, &h.streams)
 	})
 }
 
@@ -128,49 +115,31 @@ type session struct {
 
 var _ agentloopapi.Handler = (*session)(nil)
 
-// serve follows the thread, sends the first frame, and reads the client's
-// frames until the connection ends.
-func (s *session) serve(ctx context.Context, joined bool) error {
-	fctx, cancel, done, ok := s.h.begin(ctx)
-	if !ok {
-		s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
-		return nil
-	}
-	after := protocol.FromEnd
-	if joined {
-		after = 0 // the conversation so far, then live
-	}
-	f, err := protocol.Follow(fctx, s.h.core, s.thread, after)
-	if err != nil {
-		done()
-		s.send(s.h.errorFor(err, "follow the thread"))
-		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
-			// Another principal's thread: nothing of it is sent, and the
-			// socket goes with a policy violation, as on every protocol.
-			s.c.CloseAfterFlush(websocket.StatusPolicyViolation, "thread not found")
+// open returns the session's Open: it follows the thread (a joined one
+// from its start) and sends the first frame, which names the thread.
+func (s *session) open(joined bool) func(ctx context.Context) func(context.Context) {
+	return func(ctx context.Context) func(context.Context) {
+		after := protocol.FromEnd
+		if joined {
+			after = 0 // the conversation so far, then live
 		}
-		return nil
-	}
-	s.proj = newProjector(f.Head())
-	// The first frame names the thread.
-	s.sendContextInfo(ctx, true)
-	followed := make(chan struct{})
-	go func() {
-		defer done()
-		defer close(followed)
-		defer f.Close()
-		s.follow(fctx, f)
-	}()
-	defer func() {
-		cancel()
-		<-followed
-	}()
-	for {
-		frame, err := s.c.Read(ctx)
+		f, err := protocol.Follow(ctx, s.h.core, s.thread, after)
 		if err != nil {
-			return err
+			s.send(s.h.errorFor(err, "follow the thread"))
+			if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
+				// Another principal's thread: nothing of it is sent, and
+				// the socket goes with a policy violation, as on every
+				// protocol.
+				s.c.Refuse("thread not found", true)
+			}
+			return nil
 		}
-		s.handle(ctx, frame)
+		s.proj = newProjector(f.Head())
+		s.sendContextInfo(ctx, true)
+		return func(ctx context.Context) {
+			defer f.Close()
+			s.follow(ctx, f)
+		}
 	}
 }
 
@@ -193,13 +162,13 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		// The thread was nobody's when the socket joined it, and another
 		// principal's first event made it theirs: nothing of it is sent.
 		s.send(s.h.errorFor(err, "follow the thread"))
-		s.c.CloseAfterFlush(websocket.StatusPolicyViolation, "thread not found")
+		s.c.Refuse("thread not found", true)
 		return
 	}
 	if err != nil && ctx.Err() == nil {
 		s.h.log.Error("agentloop: following the thread failed", "thread", s.thread, "err", err)
 		s.send(errorFrame("The thread's events stopped: internal error. Reconnect to continue.", map[string]any{"code": string(protocol.CodeInternal)}))
-		s.c.CloseAfterFlush(1011, "the thread's events stopped")
+		s.c.Fail("the thread's events stopped")
 	}
 }
 
@@ -422,23 +391,4 @@ func (h *Handler) errorFor(err error, what string) agentloopapi.Outbound {
 		msg = "Failed to " + what + ": internal error"
 	}
 	return errorFrame(msg, details)
-}
-
-// begin registers a connection's follow. Its context ends with ctx, with
-// cancel, or when the adapter shuts down; done must be called once the
-// follow has ended. ok is false once the adapter is shutting down.
-func (h *Handler) begin(ctx context.Context) (fctx context.Context, cancel, done func(), ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, nil, nil, false
-	}
-	h.follows.Add(1)
-	fctx, cancelCtx := context.WithCancel(ctx)
-	unhook := context.AfterFunc(h.stopped, cancelCtx)
-	return fctx, cancelCtx, func() {
-		unhook()
-		cancelCtx()
-		h.follows.Done()
-	}, true
 }

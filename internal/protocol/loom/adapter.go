@@ -60,23 +60,9 @@ func (h *Handler) Endpoints() []protocol.Endpoint {
 }
 
 // Shutdown implements protocol.Adapter: it ends every connection's stream
-// of its runs and waits for them (until ctx is done), then closes the
-// working folder. The server closes the sockets themselves
-// (wsconn.Registry); the runs go on in the core.
+// of its runs and waits for them (until ctx is done). The server closes
+// the sockets themselves (wsconn.Registry) and the working folder; the
+// runs go on in the core.
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	h.closed = true
-	h.mu.Unlock()
-	h.stop()
-	done := make(chan struct{})
-	go func() {
-		h.workers.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return h.root.Close()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return h.workers.Shutdown(ctx, nil)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/metrics"
 	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/runs"
 )
 
@@ -68,11 +69,8 @@ type Handler struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 
-	mu       sync.Mutex
-	closed   bool
-	stopping context.Context // done at Shutdown: streams catch up with the log and end
-	stop     context.CancelFunc
-	streams  sync.WaitGroup
+	streams  drain.Group
+	stopping context.Context // streams.Stopping: streams catch up with the log and end
 
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
 	cancelAbort context.CancelFunc
@@ -101,7 +99,7 @@ func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler 
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: map[string]*sharedFrames{}, verify: verify}
-	h.stopping, h.stop = context.WithCancel(context.Background())
+	h.stopping = h.streams.Stopping()
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathThread, h.serveThread)
@@ -119,38 +117,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // carry their run's end. Streams still open when ctx ends are cut off.
 // Streams asked for afterwards are refused with 503.
 func (h *Handler) Shutdown(ctx context.Context) error {
-	h.mu.Lock()
-	if !h.closed {
-		h.closed = true
-		h.stop()
-	}
-	h.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		h.streams.Wait()
-		close(done)
-	}()
 	defer h.cancelAbort()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	err := h.streams.Shutdown(ctx, nil)
+	if err != nil {
+		// Cut the streams off, and wait for their handlers to return.
 		h.cancelAbort()
-		<-done
-		return ctx.Err()
+		h.streams.Wait()
 	}
+	return err
 }
 
 // begin registers a stream, so that Shutdown waits for it. It answers 503
 // and reports false once Shutdown has begun.
 func (h *Handler) begin(w http.ResponseWriter) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
+	if !h.streams.Enter() {
 		shuttingDown(w)
 		return false
 	}
-	h.streams.Add(1)
 	return true
 }
 
@@ -235,7 +218,7 @@ func (h *Handler) sendMessage(w http.ResponseWriter, r *http.Request) {
 	if !h.begin(w) {
 		return
 	}
-	defer h.streams.Done()
+	defer h.streams.Leave()
 
 	ctx, thread := r.Context(), id.String()
 	// Follow first, from the thread's current end: no event of the run can
@@ -287,7 +270,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request) {
 	if !h.begin(w) {
 		return
 	}
-	defer h.streams.Done()
+	defer h.streams.Leave()
 
 	ctx, thread := r.Context(), id.String()
 	wake := newWaker()

@@ -20,6 +20,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/agentwire/agentwire/internal/metrics"
+	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/wire"
 )
 
@@ -193,6 +194,25 @@ func (c *Conn) CloseAfterFlush(code websocket.StatusCode, reason string) {
 	c.closeLocked(code, reason, true)
 }
 
+// Refuse closes the socket with 1008 (policy violation): it asked for
+// what it may not have, such as another principal's thread. With flush
+// the frames already queued go first; without, they are dropped. Refuse,
+// Fail and Finish are the close codes the adapters end a socket with,
+// mapped in one place.
+func (c *Conn) Refuse(reason string, flush bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked(websocket.StatusPolicyViolation, reason, flush)
+}
+
+// Fail closes the socket with 1011 (internal error) once the frames
+// already queued are written.
+func (c *Conn) Fail(reason string) { c.CloseAfterFlush(websocket.StatusInternalError, reason) }
+
+// Finish closes the socket normally (1000) once the frames already
+// queued are written.
+func (c *Conn) Finish(reason string) { c.CloseAfterFlush(websocket.StatusNormalClosure, reason) }
+
 // Done is closed once the connection starts closing.
 func (c *Conn) Done() <-chan struct{} { return c.closed }
 
@@ -308,31 +328,22 @@ func (c *Conn) closeSocket() {
 
 // Registry tracks open connections for shutdown.
 type Registry struct {
-	mu       sync.Mutex
-	conns    map[*Conn]struct{}
-	stopping bool
-	active   sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[*Conn]struct{}
+	active drain.Group // one per Serve, from before the upgrade until its handler returns
 }
 
 // NewRegistry returns an empty Registry.
 func NewRegistry() *Registry { return &Registry{conns: map[*Conn]struct{}{}} }
 
-func (r *Registry) enter() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopping {
-		return false
-	}
-	r.active.Add(1)
-	return true
-}
+func (r *Registry) enter() bool { return r.active.Enter() }
 
-func (r *Registry) leave() { r.active.Done() }
+func (r *Registry) leave() { r.active.Leave() }
 
 func (r *Registry) add(c *Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stopping {
+	if r.active.Stopping().Err() != nil {
 		c.Close(websocket.StatusGoingAway, ReasonShutdown)
 	}
 	r.conns[c] = struct{}{}
@@ -354,21 +365,11 @@ func (r *Registry) Len() int {
 // Shutdown refuses new connections, closes every open one with 1001
 // "going away", and waits for their handlers until ctx is done.
 func (r *Registry) Shutdown(ctx context.Context) error {
-	r.mu.Lock()
-	r.stopping = true
-	for c := range r.conns {
-		c.Close(websocket.StatusGoingAway, ReasonShutdown)
-	}
-	r.mu.Unlock()
-	done := make(chan struct{})
-	go func() {
-		r.active.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r.active.Shutdown(ctx, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for c := range r.conns {
+			c.Close(websocket.StatusGoingAway, ReasonShutdown)
+		}
+	})
 }

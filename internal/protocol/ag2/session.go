@@ -1,0 +1,315 @@
+package ag2
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/agentwire/agentwire/generated/ag2api"
+	"github.com/agentwire/agentwire/internal/protocol"
+	"github.com/agentwire/agentwire/internal/protocol/wsconn"
+)
+
+// session is one socket.
+type session struct {
+	h                   *Handler
+	c                   *wsconn.Conn
+	chat                string
+	workflow, ent, user string
+	limiter             *rate.Limiter
+	proj                *projector
+	resume              chan int64    // client.resume's lastClientIndex, to the follow goroutine
+	started             chan struct{} // closed at the client's first message other than client.resume
+	start               sync.Once
+	ag2api.UnimplementedHandler
+}
+
+var _ ag2api.Handler = (*session)(nil)
+
+// serve checks the workflow and the chat's scope, follows the chat, and
+// reads the client's frames until the socket ends.
+func (s *session) serve(ctx context.Context) error {
+	if err := s.h.workflows(s.workflow); err != nil {
+		code, msg, reason := codeNoWorkflow, fmt.Sprintf("Workflow %q not found", s.workflow), "workflow not found"
+		details := map[string]any{"workflow": s.workflow}
+		if s.h.names != nil {
+			details["available"] = s.h.names()
+		}
+		if !errors.Is(err, errNoWorkflow) {
+			code, msg, reason = codeAgentInit, fmt.Sprintf("Workflow %q could not be loaded: %v", s.workflow, err), "workflow does not load"
+		}
+		s.send(frame{msg: chatError(s.chat, 0, code, msg, details, false)}, false)
+		s.c.Refuse(reason, true)
+		return nil
+	}
+	if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
+		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
+			s.c.Refuse("the chat belongs to another enterprise or user", false)
+			return nil
+		}
+		s.sendErr(err, "open the chat")
+		s.c.Fail("the chat could not be opened")
+		return nil
+	}
+	return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
+		s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The server is shutting down; reconnect shortly", nil, false)}, false)
+	}}.Serve(ctx, s.c, &s.h.streams)
+}
+
+// open follows the chat, and returns the follow (nil when the chat
+// cannot be followed).
+func (s *session) open(ctx context.Context) func(context.Context) {
+	f, err := protocol.Follow(ctx, s.h.core, s.chat, 0)
+	if err != nil {
+		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound {
+			s.c.Refuse("the chat belongs to someone else", false)
+			return nil
+		}
+		s.sendErr(err, "follow the chat")
+		s.c.Fail("the chat could not be followed")
+		return nil
+	}
+	s.proj = newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
+	// The REST calls find the chat's pending requests through its
+	// sockets while they follow it.
+	untrack := s.h.rest.track(s)
+	return func(ctx context.Context) {
+		defer untrack()
+		defer f.Close()
+		s.follow(ctx, f)
+	}
+}
+
+// holdLive is how long a new socket holds the chat's live frames while it
+// waits for the client's first message: a client that reconnects sends
+// client.resume first, and the frames held meanwhile are then part of
+// its replay instead of arriving before it (out of seq order, or twice).
+const holdLive = 500 * time.Millisecond
+
+// follow projects the chat's events and sends the live ones, and serves
+// client.resume between events, so a replay and the live frames after it
+// meet with no gap and no duplicate. The events up to the chat's end when
+// the socket opened are projected (the projector needs them) but sent
+// only when a client.resume asks for them. Live frames are held until the
+// client's first message or holdLive (see holdLive).
+func (s *session) follow(ctx context.Context, f *protocol.Follower) {
+	head := f.Head()
+	var last int64
+	scoped := false // the chat's scope was checked since it had events
+	holding, held := true, []frame(nil)
+	// The hold runs from when the chat's history is projected (a resume
+	// can be served from then on), not from when the socket opened: a
+	// long history projected on a busy machine must not use it up.
+	var hold *time.Timer
+	var holdC <-chan time.Time
+	defer func() {
+		if hold != nil {
+			hold.Stop()
+		}
+	}()
+	release := func() {
+		if holding {
+			holding = false
+			for _, fr := range held {
+				s.send(fr, false)
+			}
+			held = nil
+		}
+	}
+	for {
+		// A resume waits until the history up to head is projected, so it
+		// replays all of it.
+		var resume chan int64
+		if last >= head {
+			resume = s.resume
+			if hold == nil {
+				hold = time.NewTimer(holdLive)
+				holdC = hold.C
+			}
+		}
+		started := s.started
+		if !holding {
+			started = nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-holdC:
+			// A resume that came meanwhile goes first: the frames held
+			// are in its replay.
+			select {
+			case n := <-resume:
+				holding, held = false, nil
+				s.replay(ctx, n, last)
+			default:
+				release()
+			}
+		case <-started:
+			release()
+		case n := <-resume:
+			// The frames held are in the replay.
+			holding, held = false, nil
+			s.replay(ctx, n, last)
+		case <-f.Ready():
+			// Between events, so that a resume above meets the live
+			// frames with no gap and no duplicate.
+			for {
+				e, ok, err := f.Next()
+				if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
+					// Nobody's chat when the socket opened, and another
+					// principal's now: the refusal is the close alone.
+					s.c.Refuse("the chat belongs to someone else", false)
+					return
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						s.h.log.Error("ag2: following the chat failed", "chat", s.chat, "err", err)
+						s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The chat's events stopped; reconnect and resume", nil, false)}, false)
+						s.c.Fail("the chat's events stopped")
+					}
+					return
+				}
+				if !ok {
+					break
+				}
+				if e.Preview != 0 {
+					continue
+				}
+				if !scoped {
+					// The chat may have been nobody's when the socket
+					// opened: its first event says whose it is now.
+					if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
+						s.c.Refuse("the chat belongs to another enterprise or user", false)
+						return
+					}
+					scoped = true
+				}
+				last = e.Seq
+				frames := s.proj.Project(e)
+				if e.Seq <= head {
+					continue
+				}
+				if holding {
+					held = append(held, frames...)
+					continue
+				}
+				for _, fr := range frames {
+					s.send(fr, false)
+				}
+			}
+		}
+	}
+}
+
+// replay sends the frames of the events after seq after, up to seq upto
+// (the last event this socket has projected), marked replay:true, then
+// chat.resume_boundary. It projects the chat from its first event with a
+// projector of its own, and coalesces the contiguous chat.print deltas of
+// one message into one frame.
+func (s *session) replay(ctx context.Context, after, upto int64) {
+	p := newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
+	var all, out []frame
+	for seq := int64(0); seq < upto; {
+		evs, err := s.h.core.Read(ctx, s.chat, seq, readPage)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.h.log.Warn("ag2: replay", "chat", s.chat, "err", err)
+			s.send(frame{msg: chatError(s.chat, 0, codeResume, "The chat could not be replayed; reconnect and resume again",
+				map[string]any{"lastClientIndex": after}, true)}, false)
+			return
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			if e.Seq > upto {
+				break
+			}
+			seq = e.Seq
+			frames := p.Project(e)
+			all = append(all, frames...)
+			if e.Seq > after {
+				out = append(out, frames...)
+			}
+		}
+	}
+	total, replayed, lastIndex := 0, 0, 0
+	for _, fr := range coalesce(all) {
+		if fr.seq > 0 {
+			total++
+		}
+	}
+	for _, fr := range coalesce(out) {
+		if fr.seq > 0 {
+			replayed++
+			lastIndex = int(fr.seq)
+		}
+		s.send(fr, true)
+	}
+	s.send(frame{at: time.Now().UTC(), msg: ag2api.NewResumeBoundary(ag2api.ResumeBoundaryData{ChatID: s.chat,
+		ReplayedMessages: new(replayed), LastMessageIndex: new(lastIndex), TotalMessages: new(total)})}, false)
+}
+
+// coalesce merges each run of contiguous chat.print frames of one message
+// into one, with the seq of the last.
+func coalesce(frames []frame) []frame {
+	var out []frame
+	for _, fr := range frames {
+		if p, ok := fr.msg.(ag2api.Print); ok && len(out) > 0 {
+			if prev, ok := out[len(out)-1].msg.(ag2api.Print); ok && prev.Data.Corr != nil && p.Data.Corr != nil && *prev.Data.Corr == *p.Data.Corr {
+				prev.Data.Content += p.Data.Content
+				prev.Data.Seq = p.Data.Seq
+				out[len(out)-1] = frame{seq: fr.seq, at: fr.at, msg: prev}
+				continue
+			}
+		}
+		out = append(out, fr)
+	}
+	return out
+}
+
+// send encodes fr and queues it; replayed frames carry replay:true.
+func (s *session) send(fr frame, replayed bool) {
+	b, err := ag2api.Encode(fr.msg)
+	if err != nil {
+		s.h.log.Error("ag2: encode a frame", "type", fr.msg.MessageType(), "err", err)
+		return
+	}
+	at := fr.at
+	if at.IsZero() {
+		at = time.Now()
+	}
+	b = envelope(flatten(b), at, replayed)
+	if s.h.verify != nil {
+		s.h.verify(b)
+	}
+	s.c.Send(b)
+	if s.h.legacy {
+		if t := fr.msg.MessageType(); strings.HasPrefix(t, "chat.") {
+			old, _ := json.Marshal(strings.TrimPrefix(t, "chat."))
+			s.c.Send(bytes.Replace(b, []byte(`"type":"`+t+`"`), append([]byte(`"type":`), old...), 1))
+		}
+	}
+}
+
+// envelope adds timestamp (and replay) to an encoded frame.
+func envelope(b []byte, at time.Time, replayed bool) []byte {
+	b = bytes.TrimRight(b, " \n")
+	extra := `,"timestamp":"` + at.UTC().Format(time.RFC3339Nano) + `"`
+	if replayed {
+		extra += `,"replay":true`
+	}
+	out := make([]byte, 0, len(b)+len(extra))
+	out = append(out, b[:len(b)-1]...)
+	out = append(out, extra...)
+	return append(out, '}')
+}
