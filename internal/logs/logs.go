@@ -93,3 +93,17 @@ func (h handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h handler) WithGroup(name string) slog.Handler {
 	return handler{h.Handler.WithGroup(name)}
 }
+
+// Logger is l with the attributes ctx carries (With) on every line, for
+// what logs without a context: a connection's session, with its conn id.
+func Logger(ctx context.Context, l *slog.Logger) *slog.Logger {
+	attrs := From(ctx)
+	if len(attrs) == 0 {
+		return l
+	}
+	args := make([]any, len(attrs))
+	for i, a := range attrs {
+		args[i] = a
+	}
+	return l.With(args...)
+}

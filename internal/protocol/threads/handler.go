@@ -379,7 +379,7 @@ func (h *Handler) internalError(w http.ResponseWriter, r *http.Request, what str
 	if r.Context().Err() != nil {
 		return
 	}
-	h.log.Error("threads: "+what, "method", r.Method, "path", r.URL.Path, "err", err)
+	h.log.ErrorContext(r.Context(), "threads: "+what, "method", r.Method, "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, "internal server error")
 }
 

@@ -2,6 +2,7 @@ package threads
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentwire/agentwire/generated/threadsapi"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
 	"github.com/agentwire/agentwire/internal/thread"
@@ -68,6 +70,7 @@ func (threadView) quiet(seq int64) threadsapi.StreamEvent { return doneEvent(seq
 // goroutine uses it.
 type stream struct {
 	h         *Handler
+	log       *slog.Logger // the handler's, with the request's conn id
 	rc        *http.ResponseController
 	sw        *sse.Writer
 	thread    string
@@ -124,7 +127,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 	defer h.opts.Metrics.ConnOpened(Name)()
 
 	s := &stream{
-		h: h, rc: http.NewResponseController(w), sw: sse.NewWriter(w),
+		h: h, log: logs.Logger(r.Context(), h.log), rc: http.NewResponseController(w), sw: sse.NewWriter(w),
 		thread: id.String(), delivered: from.Seq, known: known, deltas: from.Resume(), wake: wake,
 	}
 	s.frames = h.joinFrames(s.thread)
@@ -284,7 +287,7 @@ func (s *stream) rendered(v view, e event.Event, key sharedKey) threadsapi.Strea
 func (s *stream) encode(e threadsapi.StreamEvent) (f sse.Frame, ok bool) {
 	f, err := encodeFrame(e)
 	if err != nil {
-		s.h.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
+		s.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
 		return sse.Frame{}, false
 	}
 	return f, true
@@ -341,7 +344,7 @@ func (s *stream) fail(what string, err error) {
 		_ = s.send(s.madeUp(errorEvent(s.delivered, "thread not found")))
 		return
 	}
-	s.h.log.Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
+	s.log.Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
 	_ = s.send(s.madeUp(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received.")))
 }
 
