@@ -208,7 +208,7 @@ func (s *session) HandleUserInput(ctx context.Context, m agentloopapi.UserInputM
 		// Answered or timed out meanwhile: the text is a new turn.
 	}
 	err = s.proj.posting(func() (string, error) {
-		p, err := s.h.core.Post(ctx, s.thread, runs.Input{Text: text, Interactive: true})
+		p, err := s.h.core.Post(ctx, s.thread, runs.Input{Text: text, Interactive: true, Key: postKey(m.ID)})
 		return p.MessageID, err
 	})
 	return doing(err, "process user input")
@@ -393,4 +393,15 @@ func (h *Handler) errorFor(err error, what string) agentloopapi.Outbound {
 		msg = "Failed to " + what + ": internal error"
 	}
 	return errorFrame(msg, details)
+}
+
+// postKey makes a user_input idempotent by its frame id when the id is a
+// UUID, as the document recommends: a client that resends the frame after
+// a reconnect starts no second turn. Other ids (a hand-typed "1") may
+// repeat on purpose and are not remembered.
+func postKey(id string) string {
+	if _, err := uuid.Parse(id); err != nil || len(id) != 36 {
+		return ""
+	}
+	return "agentloop:" + id
 }
