@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/server"
+	"github.com/agentwire/agentwire/internal/server/providers"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 )
 
@@ -48,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// then starts and shuts down at once, cleanly); only its own bound
 	// stops a store that never answers.
 	setupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
-	srv, err := server.New(setupCtx, cfg, log, server.Options{})
+	srv, err := server.New(setupCtx, cfg, log, providers.Add(server.Options{}))
 	cancel()
 	if err != nil {
 		return err
