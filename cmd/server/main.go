@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// then starts and shuts down at once, cleanly); only its own bound
 	// stops a store that never answers.
 	setupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
-	srv, err := server.New(setupCtx, cfg, log, providers.Add(server.Options{}))
+	srv, err := server.New(setupCtx, cfg, log, server.Options{Models: providers.Models(), Cluster: providers.NATS})
 	cancel()
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,11 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentwire/agentwire/internal/bus"
-	busnats "github.com/agentwire/agentwire/internal/bus/nats"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/server/providers"
 )
 
 // TestNodeWithoutItsBus loses its NATS connection: it says it is not ready,
@@ -41,7 +39,7 @@ func TestNodeWithoutItsBus(t *testing.T) {
 	nats := startNATS()
 	t.Cleanup(func() { nats.Shutdown() })
 
-	ts := startServer(t, testConfig(t, "--database-url", pg, "--bus-url", "nats://127.0.0.1:"+strconv.Itoa(port)), Options{Cluster: natsBus})
+	ts := startServer(t, testConfig(t, "--database-url", pg, "--bus-url", "nats://127.0.0.1:"+strconv.Itoa(port)), Options{Cluster: providers.NATS})
 	assert.Contains(t, ts.Banner(), "of a cluster")
 	thread := uuid.NewString()
 	_, err = ts.core.Post(t.Context(), thread, runs.Input{Text: "echo before"})
@@ -80,14 +78,4 @@ func TestBusNotBuiltIn(t *testing.T) {
 	_, err := New(t.Context(), testConfig(t, "--database-url", postgresURL(t), "--bus-url", "nats://127.0.0.1:9"), nil, Options{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no bus is built into this server")
-}
-
-// natsBus is the binary's bus (providers.NATS, which this package's tests
-// cannot import): a node's connection to NATS.
-func natsBus(ctx context.Context, url, node string, log *slog.Logger) (bus.Bus, func() bool, error) {
-	b, err := busnats.Open(ctx, url, busnats.Options{Name: node, Logger: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	return b, b.Connected, nil
 }

@@ -15,8 +15,10 @@ import (
 )
 
 // ModelProvider builds a vendor's model from the configuration (cfg.Model
-// names it), and a line that describes it for the start-up banner.
-type ModelProvider func(cfg config.Config, log *slog.Logger) (llm.Model, string, error)
+// names it), and a line that describes it for the start-up banner. An
+// alias, so that internal/server/providers need not import this package
+// (and this package's tests can use it).
+type ModelProvider = func(cfg config.Config, log *slog.Logger) (llm.Model, string, error)
 
 // newModel builds the model the configuration chooses, and a line that
 // describes it for the start-up banner. The scripted model is built in; a

@@ -108,7 +108,7 @@ type Options struct {
 	// it does on a kernel without one.
 	SandboxMissing string
 	// Models build the vendors' models --llm names, by provider name
-	// (providers.Models in the binary). The scripted model is built in;
+	// (providers.Models() in the binary). The scripted model is built in;
 	// a provider missing here is an error of New.
 	Models map[string]ModelProvider
 	// Cluster connects a node to the bus --bus-url names (providers.NATS
@@ -118,8 +118,8 @@ type Options struct {
 
 // BusDialer connects the node named node to the bus at url. connected says,
 // at any time, whether the connection is up (a node without it starts no
-// runs).
-type BusDialer func(ctx context.Context, url, node string, log *slog.Logger) (b bus.Bus, connected func() bool, err error)
+// runs). An alias, as ModelProvider is.
+type BusDialer = func(ctx context.Context, url, node string, log *slog.Logger) (b bus.Bus, connected func() bool, err error)
 
 // New builds a Server. Close it with Shutdown, even if Start is never called.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Server, error) {

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
@@ -99,54 +97,5 @@ func TestTwoNodesShareAnAG2Chat(t *testing.T) {
 		require.True(t, errors.As(err, &ce), "read error %v, want a close frame", err)
 		assert.Equal(t, websocket.StatusPolicyViolation, ce.Code, "the scope holds on every node")
 		break
-	}
-}
-
-// ag2Client is a ChatUI-style AG2 client: it checks every frame it sends
-// and receives against the document.
-type ag2Client struct {
-	socket
-	chat string
-}
-
-// dialAG2 opens a socket on a chat of the default workflow.
-func dialAG2(t *testing.T, srv *servertest.Server, chat, ent, user string) *ag2Client {
-	t.Helper()
-	u := "ws://" + srv.Addr("main") + "/ws/default/" + url.PathEscape(ent) + "/" + url.PathEscape(chat) + "/" + url.PathEscape(user)
-	return &ag2Client{socket: dial(t, u), chat: chat}
-}
-
-func (c *ag2Client) send(m ag2api.Message) {
-	c.t.Helper()
-	b, err := ag2api.Encode(m)
-	require.NoError(c.t, err)
-	c.write(b, ag2api.ValidateInbound)
-}
-
-func (c *ag2Client) say(text string) {
-	c.t.Helper()
-	c.send(ag2api.UserInputSubmit{Type: ag2api.TypeUserInputSubmit, ChatID: &c.chat, Text: text})
-}
-
-// until reads frames up to and including the first of type typ; each
-// must decode and carry an RFC 3339 timestamp.
-func (c *ag2Client) until(typ string) []ag2api.Outbound {
-	c.t.Helper()
-	var out []ag2api.Outbound
-	for {
-		b, err := c.read()
-		require.NoError(c.t, err)
-		m, err := ag2api.DecodeOutbound(b)
-		require.NoError(c.t, err, "DecodeOutbound(%s)", b)
-		var env struct {
-			Timestamp string `json:"timestamp"`
-		}
-		require.NoError(c.t, json.Unmarshal(b, &env))
-		_, err = time.Parse(time.RFC3339Nano, env.Timestamp)
-		require.NoError(c.t, err, "frame timestamp: %s", b)
-		out = append(out, m)
-		if m.MessageType() == typ {
-			return out
-		}
 	}
 }

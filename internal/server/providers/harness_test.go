@@ -27,7 +27,7 @@ const frameTimeout = 15 * time.Second
 // test on any frame its protocol's document does not allow.
 func start(t *testing.T, cfg config.Config, opts servertest.Options) *servertest.Server {
 	t.Helper()
-	opts.Server = providers.Add(opts.Server)
+	opts.Server.Models, opts.Server.Cluster = providers.Models(), providers.NATS
 	return servertest.Start(t, cfg, opts)
 }
 

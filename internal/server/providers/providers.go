@@ -2,7 +2,8 @@
 // scripted model and the in-process bus: the vendors' models (OpenAI and
 // compatible servers, Anthropic, Gemini) and the NATS bus of a cluster. It
 // lives apart from internal/server so that a test that starts a server
-// links the vendors' SDKs and the NATS client only when it asks for them.
+// links the vendors' SDKs and the NATS client only when it asks for them:
+// cmd/server passes Models() and NATS in server.Options.
 package providers
 
 import (
@@ -17,20 +18,14 @@ import (
 	"github.com/agentwire/agentwire/internal/llm/anthropic"
 	"github.com/agentwire/agentwire/internal/llm/gemini"
 	"github.com/agentwire/agentwire/internal/llm/openai"
-	"github.com/agentwire/agentwire/internal/server"
 )
 
-// Add returns opts with every vendor's model and the NATS bus: the server
-// the binary runs.
-func Add(opts server.Options) server.Options {
-	opts.Models = Models()
-	opts.Cluster = NATS
-	return opts
-}
-
-// Models are the vendors' models, by the name --llm gives them.
-func Models() map[string]server.ModelProvider {
-	return map[string]server.ModelProvider{"openai": OpenAI, "anthropic": Anthropic, "gemini": Gemini}
+// Models are the vendors' models, by the name --llm gives them: what
+// server.Options.Models takes.
+func Models() map[string]func(config.Config, *slog.Logger) (llm.Model, string, error) {
+	return map[string]func(config.Config, *slog.Logger) (llm.Model, string, error){
+		"openai": OpenAI, "anthropic": Anthropic, "gemini": Gemini,
+	}
 }
 
 // OpenAI builds a model of OpenAI, or of the OpenAI-compatible server at
@@ -66,7 +61,7 @@ func Gemini(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
 }
 
 // NATS connects a node to the NATS server at url, naming the connection
-// after the node.
+// after the node: what server.Options.Cluster takes.
 func NATS(ctx context.Context, url, node string, log *slog.Logger) (bus.Bus, func() bool, error) {
 	b, err := busnats.Open(ctx, url, busnats.Options{Name: node, Logger: log})
 	if err != nil {
