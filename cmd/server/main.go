@@ -20,6 +20,7 @@ import (
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/server"
+	"github.com/agentwire/agentwire/internal/server/providers"
 	"github.com/agentwire/agentwire/internal/tools/sandbox"
 	"github.com/agentwire/agentwire/internal/tracing"
 )
@@ -95,7 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// then starts and shuts down at once, cleanly); only its own bound
 	// stops a store that never answers.
 	setupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setupTimeout)
-	srv, err := server.New(setupCtx, cfg, log, server.Options{})
+	srv, err := server.New(setupCtx, cfg, log, server.Options{Models: providers.Models(), Cluster: providers.NATS})
 	cancel()
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/server/providers"
 )
 
 // TestNodeWithoutItsBus loses its NATS connection: it says it is not ready,
@@ -38,7 +39,7 @@ func TestNodeWithoutItsBus(t *testing.T) {
 	nats := startNATS()
 	t.Cleanup(func() { nats.Shutdown() })
 
-	ts := startServer(t, testConfig(t, "--database-url", pg, "--bus-url", "nats://127.0.0.1:"+strconv.Itoa(port)), Options{})
+	ts := startServer(t, testConfig(t, "--database-url", pg, "--bus-url", "nats://127.0.0.1:"+strconv.Itoa(port)), Options{Cluster: providers.NATS})
 	assert.Contains(t, ts.Banner(), "of a cluster")
 	thread := uuid.NewString()
 	_, err = ts.core.Post(t.Context(), thread, runs.Input{Text: "echo before"})
@@ -70,4 +71,11 @@ func TestNodeWithoutItsBus(t *testing.T) {
 		h := ts.history(thread)
 		return len(runEnds(h)) == 2 && h[len(h)-1].Type() == event.TypeRunCompleted
 	}, frameTimeout, 10*time.Millisecond)
+}
+
+// A server built without a bus refuses a --bus-url, saying so.
+func TestBusNotBuiltIn(t *testing.T) {
+	_, err := New(t.Context(), testConfig(t, "--database-url", postgresURL(t), "--bus-url", "nats://127.0.0.1:9"), nil, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "no bus is built into this server")
 }

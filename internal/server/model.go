@@ -10,40 +10,24 @@ import (
 
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/llm"
-	"github.com/agentwire/agentwire/internal/llm/anthropic"
-	"github.com/agentwire/agentwire/internal/llm/gemini"
-	"github.com/agentwire/agentwire/internal/llm/openai"
 	"github.com/agentwire/agentwire/internal/llm/scripted"
 	"github.com/agentwire/agentwire/internal/metrics"
 )
 
+// ModelProvider builds a vendor's model from the configuration (cfg.Model
+// names it), and a line that describes it for the start-up banner. An
+// alias, so that internal/server/providers need not import this package
+// (and this package's tests can use it).
+type ModelProvider = func(cfg config.Config, log *slog.Logger) (llm.Model, string, error)
+
 // newModel builds the model the configuration chooses, and a line that
-// describes it for the start-up banner.
-func newModel(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
-	switch p := cfg.Provider(); p {
-	case "openai":
-		m, err := openai.New(openai.Config{APIKey: cfg.OpenAIAPIKey, BaseURL: cfg.OpenAIBaseURL, Model: cfg.Model, Logger: log})
-		if err != nil {
-			return nil, "", err
-		}
-		where := "OpenAI"
-		if cfg.OpenAIBaseURL != "" {
-			where = cfg.OpenAIBaseURL
-		}
-		return m, fmt.Sprintf("openai %s at %s", m.Name(), where), nil
-	case "anthropic":
-		m, err := anthropic.New(anthropic.Config{APIKey: cfg.AnthropicAPIKey, Model: cfg.Model, Logger: log})
-		if err != nil {
-			return nil, "", err
-		}
-		return m, "anthropic " + m.Name(), nil
-	case "gemini":
-		m, err := gemini.New(gemini.Config{APIKey: cfg.GeminiAPIKey, Model: cfg.Model, Logger: log})
-		if err != nil {
-			return nil, "", err
-		}
-		return m, "gemini " + m.Name(), nil
-	default:
+// describes it for the start-up banner. The scripted model is built in; a
+// vendor's comes from providers, which the binary fills (the package
+// internal/server/providers) and a test that starts a server leaves empty,
+// so that neither it nor the adapters' tests link the vendors' SDKs.
+func newModel(cfg config.Config, log *slog.Logger, providers map[string]ModelProvider) (llm.Model, string, error) {
+	p := cfg.Provider()
+	if p == "scripted" {
 		scn := scripted.Default()
 		desc := "scripted (offline, built-in scenario)"
 		if cfg.Scenario != "" {
@@ -55,12 +39,17 @@ func newModel(cfg config.Config, log *slog.Logger) (llm.Model, string, error) {
 		}
 		return scripted.New(scn, scripted.WithLogger(log)), desc, nil
 	}
+	build, ok := providers[p]
+	if !ok {
+		return nil, "", fmt.Errorf("the %s model is not built into this server (server.Options.Models)", p)
+	}
+	return build(cfg, log)
 }
 
 // modelNamed returns the function that gives a workflow agent the model it
 // names: a model of the configured provider by that name, made once per
 // name. The scripted model plays the same scenario whatever the name.
-func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model, mt *metrics.Metrics) func(name string) (llm.Model, error) {
+func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model, mt *metrics.Metrics, providers map[string]ModelProvider) func(name string) (llm.Model, error) {
 	var mu sync.Mutex
 	made := map[string]llm.Model{}
 	return func(name string) (llm.Model, error) {
@@ -74,7 +63,7 @@ func modelNamed(cfg config.Config, log *slog.Logger, base llm.Model, mt *metrics
 		}
 		c := cfg
 		c.Model = name
-		m, _, err := newModel(c, log)
+		m, _, err := newModel(c, log, providers)
 		if err != nil {
 			return nil, err
 		}

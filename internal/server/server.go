@@ -27,7 +27,6 @@ import (
 	"github.com/agentwire/agentwire/internal/auth"
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
-	busnats "github.com/agentwire/agentwire/internal/bus/nats"
 	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/identity"
@@ -112,7 +111,19 @@ type Options struct {
 	// unavailable for this reason (sandbox.Config.Missing): tests of what
 	// it does on a kernel without one.
 	SandboxMissing string
+	// Models build the vendors' models --llm names, by provider name
+	// (providers.Models() in the binary). The scripted model is built in;
+	// a provider missing here is an error of New.
+	Models map[string]ModelProvider
+	// Cluster connects a node to the bus --bus-url names (providers.NATS
+	// in the binary); without it a --bus-url is an error of New.
+	Cluster BusDialer
 }
+
+// BusDialer connects the node named node to the bus at url. connected says,
+// at any time, whether the connection is up (a node without it starts no
+// runs). An alias, as ModelProvider is.
+type BusDialer = func(ctx context.Context, url, node string, log *slog.Logger) (b bus.Bus, connected func() bool, err error)
 
 // New builds a Server. Close it with Shutdown, even if Start is never called.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options) (*Server, error) {
@@ -162,11 +173,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	var ready func() bool // whether this node may start runs
 	if cfg.BusURL != "" {
-		nb, err := busnats.Open(ctx, cfg.BusURL, busnats.Options{Name: s.node, Logger: log})
+		if opts.Cluster == nil {
+			return nil, errors.New("connect to the bus: no bus is built into this server (server.Options.Cluster)")
+		}
+		b, connected, err := opts.Cluster(ctx, cfg.BusURL, s.node, log)
 		if err != nil {
 			return nil, fmt.Errorf("connect to the bus: %w", err)
 		}
-		s.bus, ready, s.busUp = nb, nb.Connected, nb.Connected
+		s.bus, ready, s.busUp = b, connected, connected
 	} else {
 		s.bus = local.New(local.WithMetrics(s.metrics))
 	}
@@ -194,7 +208,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	}
 	toolset := all.Filter(policy)
 
-	model, desc, err := newModel(cfg, log)
+	model, desc, err := newModel(cfg, log, opts.Models)
 	if err != nil {
 		return nil, fmt.Errorf("set up the model: %w", err)
 	}
@@ -225,7 +239,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	for _, werr := range workflows.Check() {
 		log.Warn("a workflow does not load; runs of it will be refused", "err", werr)
 	}
-	prep := &preparer{root: s.root, box: s.box, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model, s.metrics)}
+	prep := &preparer{root: s.root, box: s.box, policy: policy, log: log, workflows: workflows, model: modelNamed(cfg, log, model, s.metrics, opts.Models)}
 	s.runs = runs.New(runs.Config{Log: s.threads, Claims: s.store, Bus: s.bus, Runner: ag, Node: s.node,
 		Lease: cfg.RunLease, Shared: cfg.BusURL != "", Prepare: prep.prepare, Ready: ready, Logger: log, Metrics: s.metrics})
 	if err := s.runs.Recover(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/agentwire/agentwire/internal/llm/llmtest"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/server/providers"
 )
 
 // completionChunk is one Chat Completions stream chunk.
@@ -134,7 +135,7 @@ func TestStrategiesAgainstOpenAI(t *testing.T) {
 			cfg, err := config.Parse([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", work,
 				"--model", "gpt-4o-mini"}, func(k string) string { return env[k] }, io.Discard)
 			require.NoError(t, err)
-			ts := startServer(t, cfg, Options{})
+			ts := startServer(t, cfg, Options{Models: providers.Models()})
 
 			ctx, cancel := context.WithTimeout(t.Context(), frameTimeout)
 			defer cancel()

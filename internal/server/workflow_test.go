@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/workflow"
@@ -198,19 +201,24 @@ func TestGroupStrategyWithoutWorkflow(t *testing.T) {
 
 func TestModelNamed(t *testing.T) {
 	cfg := testConfig(t)
-	base, _, err := newModel(cfg, nil)
+	base, _, err := newModel(cfg, nil, nil)
 	require.NoError(t, err)
-	named := modelNamed(cfg, nil, base, nil)
+	named := modelNamed(cfg, nil, base, nil, nil)
 	m, err := named("any-model")
 	require.NoError(t, err)
 	assert.Same(t, base, m, "the scripted model plays its scenario whatever the name")
 
+	// A vendor's model, made by its provider for each name.
+	var made []string
+	providers := map[string]ModelProvider{"openai": func(c config.Config, _ *slog.Logger) (llm.Model, string, error) {
+		made = append(made, c.Model)
+		return &namedModel{name: c.Model}, "openai " + c.Model, nil
+	}}
 	cfg = testConfig(t, "--llm", "openai", "--model", "base-model", "--scenario", "")
-	cfg.OpenAIBaseURL = "http://127.0.0.1:9/v1"
-	cfg.OpenAIAPIKey = "test"
-	base, _, err = newModel(cfg, nil)
+	base, desc, err := newModel(cfg, nil, providers)
 	require.NoError(t, err)
-	named = modelNamed(cfg, nil, base, nil)
+	assert.Equal(t, "openai base-model", desc)
+	named = modelNamed(cfg, nil, base, nil, providers)
 	m, err = named("small-model")
 	require.NoError(t, err)
 	assert.Equal(t, "small-model", m.Name())
@@ -220,4 +228,21 @@ func TestModelNamed(t *testing.T) {
 	m, err = named("base-model")
 	require.NoError(t, err)
 	assert.Same(t, base, m)
+	assert.Equal(t, []string{"base-model", "small-model"}, made)
 }
+
+// A server built without a vendor's model refuses a configuration that
+// names it, saying what is missing.
+func TestModelNotBuiltIn(t *testing.T) {
+	_, err := New(t.Context(), testConfig(t, "--llm", "anthropic", "--scenario", ""), nil, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the anthropic model is not built into this server")
+}
+
+// namedModel is a model that only has a name.
+type namedModel struct {
+	llm.Model
+	name string
+}
+
+func (m *namedModel) Name() string { return m.name }

@@ -17,8 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/ag2api"
-	"github.com/agentwire/agentwire/internal/config"
-	"github.com/agentwire/agentwire/internal/llm/llmtest"
 	"github.com/agentwire/agentwire/internal/protocol/threads"
 )
 
@@ -148,40 +146,6 @@ func TestOwnListenerServesAtTheRoot(t *testing.T) {
 		assert.Equal(t, "You said: echo at "+path, texts[len(texts)-1].msg.(ag2api.Text).Data.Content)
 		c.close()
 	}
-}
-
-// Usage comes from what the provider reports, and its cost from the
-// price of the model in use.
-func TestUsageFromAnOpenAICompatibleModel(t *testing.T) {
-	chunk := func(delta map[string]any, finish any) string {
-		return llmtest.Data(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
-	}
-	usage := llmtest.Data(map[string]any{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
-		"choices": []any{}, "usage": map[string]any{"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230}})
-	var ev []string
-	ev = append(ev, chunk(map[string]any{"role": "assistant", "content": ""}, nil))
-	for _, w := range strings.SplitAfter("Hello from the upstream model.", " ") {
-		ev = append(ev, chunk(map[string]any{"content": w}, nil))
-	}
-	ev = append(ev, chunk(map[string]any{}, "stop"), usage, "data: [DONE]\n\n")
-	model := llmtest.NewServer(t, llmtest.Reply{Events: ev})
-	env := map[string]string{"OPENAI_BASE_URL": model.URL + "/v1"}
-	cfg, err := config.Parse([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", t.TempDir(),
-		"--model", "gpt-4o-mini"}, func(k string) string { return env[k] }, io.Discard)
-	require.NoError(t, err)
-	h := start(t, cfg)
-	c := h.dial("")
-	c.say("hello")
-	frames := c.turn()
-	usages := ofType(frames, ag2api.TypeChatUsageSummary)
-	require.Len(t, usages, 1)
-	u := usages[0].msg.(ag2api.UsageSummary).Data
-	assert.Equal(t, 1200, u.PromptTokens)
-	assert.Equal(t, 30, u.CompletionTokens)
-	assert.Equal(t, 1230, u.TotalTokens)
-	require.NotNil(t, u.Cost)
-	assert.InDelta(t, 1200*0.15/1e6+30*0.60/1e6, *u.Cost, 1e-9)
 }
 
 // An input request of an AG2 chat is answered over AgentLoop, which joins

@@ -314,12 +314,3 @@ func contextTimeout() (context.Context, context.CancelFunc) {
 func statFile(h *harness, name string) (os.FileInfo, error) {
 	return os.Stat(filepath.Join(h.cfg.Workdir, name))
 }
-
-// byteOps are JSON Patch operations.
-func byteOps(ops ...string) []json.RawMessage {
-	out := make([]json.RawMessage, len(ops))
-	for i, op := range ops {
-		out[i] = json.RawMessage(op)
-	}
-	return out
-}

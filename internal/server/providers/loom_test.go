@@ -1,8 +1,6 @@
-package loom_test
+package providers_test
 
 import (
-	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,55 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/generated/loomapi"
-	"github.com/agentwire/agentwire/internal/config"
 	"github.com/agentwire/agentwire/internal/llm/llmtest"
+	"github.com/agentwire/agentwire/internal/server/servertest"
 )
-
-// chunk is one Chat Completions stream chunk.
-func chunk(delta map[string]any, finish any) string {
-	return llmtest.Data(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini",
-		"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}},
-	})
-}
-
-func usageChunk(prompt, completion int) string {
-	return llmtest.Data(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "gpt-4o-mini", "choices": []any{},
-		"usage": map[string]any{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
-	})
-}
-
-// textReply streams text word by word, then its usage.
-func textReply(text string, prompt, completion int) llmtest.Reply {
-	ev := []string{chunk(map[string]any{"role": "assistant", "content": ""}, nil)}
-	for _, w := range strings.SplitAfter(text, " ") {
-		ev = append(ev, chunk(map[string]any{"content": w}, nil))
-	}
-	return llmtest.Reply{Events: append(ev, chunk(map[string]any{}, "stop"), usageChunk(prompt, completion), "data: [DONE]\n\n")}
-}
-
-// callReply streams one tool call, its arguments in pieces, then usage.
-func callReply(id, name string, args map[string]any, prompt, completion int) llmtest.Reply {
-	b, _ := json.Marshal(args)
-	ev := []string{chunk(map[string]any{"role": "assistant", "content": nil}, nil),
-		chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "id": id, "type": "function",
-			"function": map[string]any{"name": name, "arguments": ""}}}}, nil)}
-	for s := string(b); s != ""; {
-		n := min(len(s), 6)
-		ev = append(ev, chunk(map[string]any{"tool_calls": []any{map[string]any{"index": 0, "function": map[string]any{"arguments": s[:n]}}}}, nil))
-		s = s[n:]
-	}
-	return llmtest.Reply{Events: append(ev, chunk(map[string]any{}, "tool_calls"), usageChunk(prompt, completion), "data: [DONE]\n\n")}
-}
 
 // Loom runs against an OpenAI-compatible upstream: the working folder's
 // SOUL.md and AGENTS.md are the system message of every call, the tool
 // works in that folder, the stream carries the upstream's chunks and
 // run_end its usage; a dup run works the same way.
-func TestRunsAgainstOpenAI(t *testing.T) {
+func TestLoomRunsAgainstOpenAI(t *testing.T) {
 	upstream := llmtest.NewServer(t,
-		callReply("call_1", "read", map[string]any{"path": "notes.txt"}, 300, 20),
+		callReply("call_1", "read", map[string]any{"path": "notes.txt"}, 6, 300, 20),
 		textReply("Your notes say: remember the milk.", 400, 9),
 		textReply(`{"core_goal": "Answer", "key_constraints": [], "relevant_context": ""}`, 100, 10),
 		textReply("1. Answer.", 110, 5),
@@ -76,13 +36,8 @@ func TestRunsAgainstOpenAI(t *testing.T) {
 	} {
 		require.NoError(t, os.WriteFile(filepath.Join(work, name), []byte(content), 0o644))
 	}
-	env := map[string]string{"OPENAI_BASE_URL": upstream.URL + "/v1"}
-	cfg, err := config.Parse([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", work,
-		"--model", "gpt-4o-mini"}, func(k string) string { return env[k] }, io.Discard)
-	require.NoError(t, err)
-	require.Equal(t, "openai", cfg.Provider())
-	h := start(t, cfg)
-	c := h.dial()
+	srv := start(t, openAIConfig(t, upstream.URL, work), servertest.Options{})
+	c := loomClient{dial(t, "ws://"+srv.Addr("main")+"/loom")}
 
 	r := runReq("o1", "react", "what do my notes say?")
 	r.WorkingFolder = new("team")
@@ -98,6 +53,7 @@ func TestRunsAgainstOpenAI(t *testing.T) {
 			ended = v
 		}
 	}
+	require.NotNil(t, ended.CallID)
 	assert.Equal(t, "call_1", *ended.CallID)
 	assert.Contains(t, ended.Result, "remember the milk", "the tool reads in the run's working folder")
 
@@ -116,4 +72,61 @@ func TestRunsAgainstOpenAI(t *testing.T) {
 		assert.True(t, strings.HasPrefix(first["content"].(string), "You are the Loom tester.\n\nAnswer in one line."),
 			"request %d: SOUL.md then AGENTS.md open the system message: %q", i, first["content"])
 	}
+}
+
+// loomClient is a Loom client: it checks every frame it sends and
+// receives against the document.
+type loomClient struct{ socket }
+
+func runReq(id, agent, message string) loomapi.RunRequest {
+	return loomapi.RunRequest{Type: loomapi.TypeRun, ID: &id, Agent: agent, Message: message}
+}
+
+// loomRun is what a run sent: its stream events, then its run_end or its
+// error.
+type loomRun struct {
+	events []loomapi.ProtocolEventValue
+	end    *loomapi.RunEndResponse
+	err    *loomapi.ErrorResponse
+}
+
+// run sends a run request and reads its frames to its end; every frame
+// must be the run's.
+func (c loomClient) run(r loomapi.RunRequest) loomRun {
+	c.t.Helper()
+	b, err := loomapi.Encode(r)
+	require.NoError(c.t, err)
+	c.write(b, loomapi.ValidateInbound)
+	var res loomRun
+	for {
+		b, err := c.read()
+		require.NoError(c.t, err)
+		m, err := loomapi.DecodeOutbound(b)
+		require.NoError(c.t, err, "DecodeOutbound(%s)", b)
+		switch f := m.(type) {
+		case loomapi.RunStreamEventResponse:
+			require.Equal(c.t, *r.ID, f.ID, "every frame of a run carries its id")
+			res.events = append(res.events, f.Event.Value)
+		case loomapi.RunEndResponse:
+			require.Equal(c.t, *r.ID, f.ID)
+			res.end = &f
+			return res
+		case loomapi.ErrorResponse:
+			res.err = &f
+			return res
+		default:
+			c.t.Fatalf("a frame of no run: %s", b)
+		}
+	}
+}
+
+// chunks joins the content of a run's message_chunk events.
+func chunks(events []loomapi.ProtocolEventValue) string {
+	var b strings.Builder
+	for _, e := range events {
+		if m, ok := e.(loomapi.MessageChunkEvent); ok {
+			b.WriteString(m.Content)
+		}
+	}
+	return b.String()
 }
