@@ -212,7 +212,7 @@ func (c *agentLoopClient) say(text string) {
 	c.t.Helper()
 	c.send(agentloopapi.UserInputMessage{ID: uuid.NewString(), Type: agentloopapi.TypeUserInput,
 		Payload: agentloopapi.UserInputMessagePayload{Input: []agentloopapi.ResponseInputItem{{
-			Type: "message", Role: "user", Content: []agentloopapi.InputContentPart{{Type: "input_text", Text: text}},
+			Type: new("message"), Role: new("user"), Content: inputText(text),
 		}}}})
 }
 
@@ -312,4 +312,10 @@ func messageText(v agentloopapi.ResponseItemValue) string {
 		b.WriteString(p.Text)
 	}
 	return b.String()
+}
+
+// inputText is a message item's content: one input_text part.
+func inputText(text string) json.RawMessage {
+	b, _ := json.Marshal([]map[string]string{{"type": "input_text", "text": text}})
+	return b
 }
