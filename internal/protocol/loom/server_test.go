@@ -367,7 +367,7 @@ func TestVerboseLogsTheRun(t *testing.T) {
 	r.Verbose = new(true)
 	require.NotNil(t, c.run(r).end)
 	out := logs.String()
-	assert.Contains(t, out, `level=DEBUG msg="loom: run posted" protocol=loom run=loud`)
+	assert.Regexp(t, `level=DEBUG msg="loom: run posted" conn=\w+ protocol=loom run=loud`, out, "the connection's id, then the run's")
 	assert.Contains(t, out, "type=run.completed")
 	assert.NotContains(t, out, "run=quiet")
 }
