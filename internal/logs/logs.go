@@ -107,3 +107,17 @@ func Logger(ctx context.Context, l *slog.Logger) *slog.Logger {
 	}
 	return l.With(args...)
 }
+
+// Lazy is a logger with a context's attributes (Logger) that is made only
+// when a line is logged: what a connection's session keeps, so that an
+// idle connection pays two words for it, not a handler.
+type Lazy struct {
+	ctx context.Context
+	l   *slog.Logger
+}
+
+// For returns the Lazy logger of l with ctx's attributes.
+func For(ctx context.Context, l *slog.Logger) Lazy { return Lazy{ctx: ctx, l: l} }
+
+// L is the logger.
+func (z Lazy) L() *slog.Logger { return Logger(z.ctx, z.l) }

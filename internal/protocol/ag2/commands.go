@@ -241,7 +241,7 @@ func (s *session) sendErr(err error, what string) {
 	case protocol.CodeUnavailable:
 		code, msg = codeTransport, "The server is shutting down or cannot reach its store; try again shortly"
 	case protocol.CodeInternal:
-		s.log.Error("ag2: could not "+what, "chat", s.chat, "err", err)
+		s.log.L().Error("ag2: could not "+what, "chat", s.chat, "err", err)
 		code, msg = codePersistence, "Could not "+what+": internal error"
 	}
 	if len(details) == 0 {

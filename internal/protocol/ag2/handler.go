@@ -132,7 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, chat: chat, workflow: workflow, ent: ent, user: user, log: logs.Logger(ctx, h.log),
+		s := &session{h: h, c: c, chat: chat, workflow: workflow, ent: ent, user: user, log: logs.For(ctx, h.log),
 			limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{})}
 		return s.serve(ctx)
 	})

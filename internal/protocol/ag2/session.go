@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -14,13 +13,14 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentwire/agentwire/generated/ag2api"
+	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 )
 
 // session is one socket.
 type session struct {
-	log                 *slog.Logger // the handler's, with the connection's id
+	log                 logs.Lazy // the handler's, with the connection's id
 	h                   *Handler
 	c                   *wsconn.Conn
 	chat                string
@@ -172,7 +172,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 				if err != nil {
 					if ctx.Err() == nil {
-						s.log.Error("ag2: following the chat failed", "chat", s.chat, "err", err)
+						s.log.L().Error("ag2: following the chat failed", "chat", s.chat, "err", err)
 						s.send(frame{msg: chatError(s.chat, 0, codeTransport, "The chat's events stopped; reconnect and resume", nil, false)}, false)
 						s.c.Fail("the chat's events stopped")
 					}
@@ -224,7 +224,7 @@ func (s *session) replay(ctx context.Context, after, upto int64) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.log.Warn("ag2: replay", "chat", s.chat, "err", err)
+			s.log.L().Warn("ag2: replay", "chat", s.chat, "err", err)
 			s.send(frame{msg: chatError(s.chat, 0, codeResume, "The chat could not be replayed; reconnect and resume again",
 				map[string]any{"lastClientIndex": after}, true)}, false)
 			return
@@ -283,7 +283,7 @@ func coalesce(frames []frame) []frame {
 func (s *session) send(fr frame, replayed bool) {
 	b, err := ag2api.Encode(fr.msg)
 	if err != nil {
-		s.log.Error("ag2: encode a frame", "type", fr.msg.MessageType(), "err", err)
+		s.log.L().Error("ag2: encode a frame", "type", fr.msg.MessageType(), "err", err)
 		return
 	}
 	at := fr.at

@@ -64,7 +64,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, log: logs.Logger(ctx, h.log), cl: h.hub.connect(ctx, c, chunks), ephemeral: uuid.NewString()}
+		s := &session{h: h, log: logs.For(ctx, h.log), cl: h.hub.connect(ctx, c, chunks), ephemeral: uuid.NewString()}
 		defer h.hub.disconnect(s.cl)
 		// No follow of its own: the hub's watches send the sessions' frames.
 		return protocol.Session{Handle: s.handle}.Serve(ctx, c, nil)
@@ -74,7 +74,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // session is one socket's state.
 type session struct {
 	h         *Handler
-	log       *slog.Logger // the handler's, with the connection's id
+	log       logs.Lazy // the handler's, with the connection's id
 	cl        *client
 	ephemeral string // the thread of a socket without session_id
 }
@@ -121,7 +121,7 @@ func (s *session) HandleChat(ctx context.Context, m agentchatapi.ChatRequest) er
 func (s *session) sendError(text string) {
 	b, err := agentchatapi.Encode(agentchatapi.NewErrorEvent(text))
 	if err != nil {
-		s.log.Error("agentchat: encode an error frame", "err", err)
+		s.log.L().Error("agentchat: encode an error frame", "err", err)
 		return
 	}
 	if s.h.verify != nil {

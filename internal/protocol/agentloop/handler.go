@@ -99,7 +99,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		thread = uuid.NewString()
 	}
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, thread: thread, log: logs.Logger(ctx, h.log)}
+		s := &session{h: h, c: c, thread: thread, log: logs.For(ctx, h.log)}
 		return protocol.Session{Open: s.open(joined), Handle: s.handle, ShuttingDown: func() {
 			s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
 		}}.Serve(ctx, c, &h.streams)
@@ -110,7 +110,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type session struct {
 	h      *Handler
 	c      *wsconn.Conn
-	log    *slog.Logger // the handler's, with the connection's id
+	log    logs.Lazy // the handler's, with the connection's id
 	thread string
 	proj   *projector
 }
@@ -168,7 +168,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		return
 	}
 	if err != nil && ctx.Err() == nil {
-		s.log.Error("agentloop: following the thread failed", "thread", s.thread, "err", err)
+		s.log.L().Error("agentloop: following the thread failed", "thread", s.thread, "err", err)
 		s.send(errorFrame("The thread's events stopped: internal error. Reconnect to continue.", map[string]any{"code": string(protocol.CodeInternal)}))
 		s.c.Fail("the thread's events stopped")
 	}
@@ -335,7 +335,7 @@ func (s *session) sendContextInfo(ctx context.Context, first bool) {
 func (s *session) send(m agentloopapi.Outbound) {
 	b, err := agentloopapi.Encode(m)
 	if err != nil {
-		s.log.Error("agentloop: encode a frame", "type", m.MessageType(), "err", err)
+		s.log.L().Error("agentloop: encode a frame", "type", m.MessageType(), "err", err)
 		return
 	}
 	if s.h.verify != nil {

@@ -91,7 +91,7 @@ func New(env protocol.Env) (*Handler, error) {
 // ServeHTTP upgrades to a WebSocket and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, log: logs.Logger(ctx, h.log), who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
+		s := &session{h: h, c: c, log: logs.For(ctx, h.log), who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
 		return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
 			s.send(errorFrame("", "the server is shutting down; try again shortly"))
 		}}.Serve(ctx, c, &h.workers)
@@ -102,9 +102,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type session struct {
 	h    *Handler
 	c    *wsconn.Conn
-	log  *slog.Logger // the handler's, with the connection's id
-	who  string       // the principal: the runs of other sockets it may name are its own
-	jobs chan runJob  // run requests waiting for the worker
+	log  logs.Lazy   // the handler's, with the connection's id
+	who  string      // the principal: the runs of other sockets it may name are its own
+	jobs chan runJob // run requests waiting for the worker
 
 	mu     sync.Mutex
 	active map[string]runRef // this socket's posted runs that have not ended, by wire id
@@ -167,7 +167,7 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 	s.h.track(s.who, j.id, ref)
 	var vlog *slog.Logger // the run's debug log, when it is verbose
 	if j.opts.Verbose {
-		vlog = slog.New(verbose{s.log.Handler()}).With("protocol", Name, "run", j.id, "thread", j.thread, "core_run", posted.Run)
+		vlog = slog.New(verbose{s.log.L().Handler()}).With("protocol", Name, "run", j.id, "thread", j.thread, "core_run", posted.Run)
 		vlog.Debug("loom: run posted", "agent", j.agent, "strategy", j.opts.Strategy, "folder", j.opts.Folder, "queued", posted.Queued)
 	}
 	p := newProjector(j.id, j.thread, j.agent, j.text, s.h.start)
@@ -192,7 +192,7 @@ func (s *session) execute(ctx context.Context, j runJob) bool {
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
-		s.log.Error("loom: following the run failed", "run", j.id, "thread", j.thread, "err", err)
+		s.log.L().Error("loom: following the run failed", "run", j.id, "thread", j.thread, "err", err)
 		s.send(errorFrame(j.id, "the run's events stopped: internal error"))
 		return false
 	case p.Ended() == failed:
@@ -274,7 +274,7 @@ func (h *Handler) ref(who, id string) (runRef, bool) {
 func (s *session) send(m loomapi.Outbound) {
 	b, err := loomapi.Encode(m)
 	if err != nil {
-		s.log.Error("loom: encode a frame", "type", m.MessageType(), "err", err)
+		s.log.L().Error("loom: encode a frame", "type", m.MessageType(), "err", err)
 		return
 	}
 	if s.h.verify != nil {

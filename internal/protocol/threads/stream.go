@@ -2,7 +2,6 @@ package threads
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -70,7 +69,7 @@ func (threadView) quiet(seq int64) threadsapi.StreamEvent { return doneEvent(seq
 // goroutine uses it.
 type stream struct {
 	h         *Handler
-	log       *slog.Logger // the handler's, with the request's conn id
+	log       logs.Lazy // the handler's, with the request's conn id
 	rc        *http.ResponseController
 	sw        *sse.Writer
 	thread    string
@@ -127,7 +126,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 	defer h.opts.Metrics.ConnOpened(Name)()
 
 	s := &stream{
-		h: h, log: logs.Logger(r.Context(), h.log), rc: http.NewResponseController(w), sw: sse.NewWriter(w),
+		h: h, log: logs.For(r.Context(), h.log), rc: http.NewResponseController(w), sw: sse.NewWriter(w),
 		thread: id.String(), delivered: from.Seq, known: known, deltas: from.Resume(), wake: wake,
 	}
 	s.frames = h.joinFrames(s.thread)
@@ -287,7 +286,7 @@ func (s *stream) rendered(v view, e event.Event, key sharedKey) threadsapi.Strea
 func (s *stream) encode(e threadsapi.StreamEvent) (f sse.Frame, ok bool) {
 	f, err := encodeFrame(e)
 	if err != nil {
-		s.log.Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
+		s.log.L().Error("threads: event skipped", "thread", s.thread, "id", EventID(e), "err", err)
 		return sse.Frame{}, false
 	}
 	return f, true
@@ -344,7 +343,7 @@ func (s *stream) fail(what string, err error) {
 		_ = s.send(s.madeUp(errorEvent(s.delivered, "thread not found")))
 		return
 	}
-	s.log.Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
+	s.log.L().Error("threads: stream: "+what, "thread", s.thread, "after", s.delivered, "err", err)
 	_ = s.send(s.madeUp(errorEvent(s.delivered, "The event stream failed; resume it with the last event id received.")))
 }
 
