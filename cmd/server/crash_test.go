@@ -151,8 +151,11 @@ func TestCrashRecoveryKeepsThePartialAnswer(t *testing.T) {
 			assert.Equal(t, threadsapi.NewOptBool(true), agent[0].Incomplete, "round %d", i)
 			assert.Equal(t, st.text, agent[0].Text, "round %d: what the client received, before and after the crash, is the stored answer", i)
 		}
-		assert.True(t, strings.HasPrefix("This reply streams one word at a time, slowly enough that a test can kill the server that runs it while it is still going, and then see what the other servers make of it.", st.text),
+		assert.True(t, strings.HasPrefix(slowReply, st.text),
 			"round %d: %q", i, st.text)
 	}
 	assert.Positive(t, aheadKills, "some crashes came while the client had text the log had not")
 }
+
+// slowReply is the slow rule's reply in testdata/cluster.yaml.
+const slowReply = "This reply streams one word at a time, slowly enough that a test can kill the server that runs it while it is still going, and then see what the other servers make of it. It goes on for a while on purpose: a test that reads a few of its words before it kills the server must find the run still going, even on a machine so busy that the test reads late. So here are some more words, one at a time, to give it that time: one, two, three, four, five, six, seven, eight, nine, ten, eleven, twelve, thirteen, fourteen, fifteen, sixteen, seventeen, eighteen, nineteen, twenty."
