@@ -131,9 +131,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	s := &session{h: h, chat: chat, workflow: workflow, ent: ent, user: user,
+		limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{})}
+	s.proj = newProjector(chat, h.prices, h.model).inWorkflow(workflow)
+	// The REST calls find the chat's pending requests and its sockets'
+	// projectors through the open sockets (rest.go): tracked from before
+	// the upgrade is answered, so that a call the client makes the moment
+	// its socket opens already finds it.
+	defer h.rest.track(s)()
 	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, chat: chat, workflow: workflow, ent: ent, user: user, log: logs.For(ctx, h.log),
-			limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{})}
+		s.c, s.log = c, logs.For(ctx, h.log)
 		return s.serve(ctx)
 	})
 }

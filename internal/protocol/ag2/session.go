@@ -78,12 +78,7 @@ func (s *session) open(ctx context.Context) func(context.Context) {
 		s.c.Fail("the chat could not be followed")
 		return nil
 	}
-	s.proj = newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
-	// The REST calls find the chat's pending requests through its
-	// sockets while they follow it.
-	untrack := s.h.rest.track(s)
 	return func(ctx context.Context) {
-		defer untrack()
 		defer f.Close()
 		s.follow(ctx, f)
 	}
