@@ -137,6 +137,7 @@ func (s *Set) connect(ctx context.Context, name string, srv Server, box *sandbox
 		return fmt.Errorf("connect: %w", err)
 	}
 	s.sessions = append(s.sessions, cs)
+	before := len(s.tools)
 	var cursor string
 	for {
 		res, err := cs.ListTools(ctx, &sdk.ListToolsParams{Cursor: cursor})
@@ -154,7 +155,7 @@ func (s *Set) connect(ctx context.Context, name string, srv Server, box *sandbox
 			break
 		}
 	}
-	s.log.Info("MCP server connected", "server", name, "tools", len(s.tools))
+	s.log.Info("MCP server connected", "server", name, "tools", len(s.tools)-before)
 	return nil
 }
 
