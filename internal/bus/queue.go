@@ -124,10 +124,21 @@ func (q *Queue) popLocked() event.Event {
 	q.items[q.head] = event.Event{} // let the payload go
 	q.head++
 	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
+		if cap(q.items) > keptCap {
+			// A burst grew the queue: an idle subscriber does not keep
+			// its space (a session's queue would otherwise hold its
+			// longest burst for as long as it lives).
+			q.items, q.head = nil, 0
+		} else {
+			q.items, q.head = q.items[:0], 0
+		}
 	}
 	return e
 }
+
+// keptCap is the most space (in events) an empty queue keeps for the next
+// ones: enough for the events a subscriber that keeps up has waiting.
+const keptCap = 8
 
 // Next returns the oldest queued event, waiting for one until ctx is done.
 // Once the queue has ended it returns the error it ended with. Next is for

@@ -43,6 +43,27 @@ func TestQueueNeverDrainedStaysSmall(t *testing.T) {
 	assert.LessOrEqual(t, cap(q.items), 2*limit, "queue capacity after 30000 events")
 }
 
+// TestQueueDrainedLetsBurstGo drains a queue after a burst: an idle
+// subscriber (a session between turns) must not keep the space its
+// longest burst needed.
+func TestQueueDrainedLetsBurstGo(t *testing.T) {
+	q := NewQueue(1000)
+	require.True(t, q.Push(seqEvents(1, 200)))
+	for want := int64(1); want <= 200; want++ {
+		e, ok, err := q.TryNext()
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, want, e.Seq)
+	}
+	assert.LessOrEqual(t, cap(q.items), keptCap, "queue capacity once drained after a burst of 200")
+	// A small queue keeps its space: a subscriber that keeps up does not
+	// allocate for every event.
+	require.True(t, q.Push(seqEvents(201, 2)))
+	_, _, _ = q.TryNext()
+	_, _, _ = q.TryNext()
+	assert.Positive(t, cap(q.items), "queue capacity once drained after 2 events")
+}
+
 func TestQueueOverflowEnds(t *testing.T) {
 	q := NewQueue(3)
 	require.True(t, q.Push(seqEvents(1, 2)))
