@@ -188,25 +188,24 @@ type chatSession struct {
 	conns map[*chatConn]struct{}
 }
 
-// chatConn is one socket; its writer goroutine drains out.
+// chatConn is one socket, held as leanly as a relay can: its read
+// goroutine and nothing else. Frames are written by whichever goroutine
+// has them (the reply's, or the socket's own for its echo), one at a time
+// (coder/websocket serialises writers), each with a deadline; a socket
+// whose write fails or times out is dropped.
 type chatConn struct {
 	ws      *websocket.Conn
 	chunks  bool // ?stream=chunks: one agent_message per token
-	out     chan []byte
-	gone    chan struct{} // closed when the socket is dropped
-	once    sync.Once
-	session string // guarded by relay.mu
+	ctx     context.Context
+	drop    context.CancelFunc // ends ctx: the socket's read, and its writes
+	session string             // guarded by relay.mu
 }
 
-func (c *chatConn) drop() { c.once.Do(func() { close(c.gone) }) }
-
-// send queues a frame; a socket whose queue is full is dropped (slow
-// consumer), as agentwire does.
 func (c *chatConn) send(b []byte) {
-	select {
-	case c.out <- b:
-	case <-c.gone:
-	default:
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	err := c.ws.Write(ctx, websocket.MessageText, b)
+	cancel()
+	if err != nil {
 		c.drop()
 	}
 }
@@ -223,32 +222,10 @@ func (rl *relay) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(rl.ctx)
-	c := &chatConn{ws: ws, chunks: r.URL.Query().Get("stream") == "chunks", out: make(chan []byte, 1024), gone: make(chan struct{})}
-	var writer sync.WaitGroup
-	writer.Go(func() {
-		defer cancel()
-		for {
-			select {
-			case b := <-c.out:
-				wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-				err := ws.Write(wctx, websocket.MessageText, b)
-				wcancel()
-				if err != nil {
-					c.drop()
-					return
-				}
-			case <-c.gone:
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
+	c := &chatConn{ws: ws, chunks: r.URL.Query().Get("stream") == "chunks", ctx: ctx, drop: cancel}
 	defer func() {
 		rl.leave(c)
-		c.drop()
 		cancel()
-		writer.Wait()
 		_ = ws.CloseNow()
 	}()
 	rl.mu.Lock()
