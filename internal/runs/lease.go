@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"maps"
 	"time"
 
 	"github.com/agentwire/agentwire/internal/agent"
@@ -30,6 +31,13 @@ func (m *Manager) keepLeases(ctx context.Context) {
 // claims it no longer holds: another node took them over and ended their
 // runs in the log, so they record nothing more (agent.ErrSuperseded).
 func (m *Manager) renew(ctx context.Context) {
+	// Only the owners this node had before the claims are read can have
+	// lost theirs: an owner that claims its thread while RenewRuns runs
+	// (a post on a busy machine) holds a claim the answer may not show
+	// yet, and must not be taken for one another node took over.
+	m.mu.Lock()
+	before := maps.Clone(m.owned)
+	m.mu.Unlock()
 	claims, err := m.cfg.Claims.RenewRuns(ctx, m.cfg.Node, m.cfg.Lease)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -43,8 +51,8 @@ func (m *Manager) renew(ctx context.Context) {
 	}
 	m.mu.Lock()
 	var lost []*owner
-	for thread, o := range m.owned {
-		if !held[thread] {
+	for thread, o := range before {
+		if !held[thread] && m.owned[thread] == o {
 			lost = append(lost, o)
 		}
 	}

@@ -221,3 +221,63 @@ func TestDeadNodesThreadIsTakenOver(t *testing.T) {
 	}
 	assert.Equal(t, 1, ends, "the interrupted run has exactly one end: %v", e.events("t1", map[string]string{first.Run: "1"}))
 }
+
+// stalledRenew is a node's store whose renewal, once armed, reads the
+// claims and then waits for the test before it answers: a renewal slowed
+// by a busy machine, while a post claims a thread.
+type stalledRenew struct {
+	store.Runs
+	renewals atomic.Int32
+	armed    atomic.Bool
+	read     chan struct{} // closed once the armed renewal has read the claims
+	release  chan struct{} // closed by the test: the armed renewal answers
+}
+
+func (s *stalledRenew) RenewRuns(ctx context.Context, node string, lease time.Duration) ([]store.RunClaim, error) {
+	claims, err := s.Runs.RenewRuns(ctx, node, lease)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+		}
+	}
+	s.renewals.Add(1)
+	return claims, err
+}
+
+// TestPostDuringSlowRenewalKeepsItsRun posts to a thread while the node
+// renews its claims (read, not yet answered): the new claim is not in the
+// answer, and its run must not be taken for one whose claim another node
+// took over. (It was cancelled, and its thread hung with a claim renewed
+// for nobody, when this happened to TestClusterRaceToStart on a busy
+// machine.)
+func TestPostDuringSlowRenewalKeepsItsRun(t *testing.T) {
+	e := newEnv(t)
+	st := &stalledRenew{Runs: e.store, read: make(chan struct{}), release: make(chan struct{})}
+	st.armed.Store(true)
+	m := runs.New(runs.Config{Log: e.log, Claims: st, Bus: e.bus, Runner: e.agent, Node: "node-a", Lease: 300 * time.Millisecond, Shared: true})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		m.Shutdown(ctx)
+	})
+	select {
+	case <-st.read:
+	case <-time.After(testTimeout):
+		t.Fatal("the node never renewed its claims")
+	}
+
+	posted, err := m.Post(t.Context(), "t1", runs.Input{Text: "touch it", Interactive: true})
+	require.NoError(t, err)
+	call := e.log.waitFor(t, 1, approvalOf(posted.Run)).Payload.(event.ToolApprovalRequested)
+	close(st.release)
+	// The stalled renewal answers without the new claim; two more renew
+	// it.
+	n := st.renewals.Load()
+	require.Eventually(t, func() bool { return st.renewals.Load() >= n+2 }, testTimeout, time.Millisecond)
+
+	require.NoError(t, m.Resolve(t.Context(), "t1", event.Command{Kind: event.CommandApprove, ID: call.CallID, Decision: event.DecisionApprove}))
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Made."}, e.log.waitFor(t, 1, ended(posted.Run)).Payload,
+		"the run goes on to its end")
+}
