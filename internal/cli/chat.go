@@ -48,20 +48,20 @@ type conversation interface {
 type kind int
 
 const (
-	kText      kind = iota // a piece of a message (who, key: the message)
-	kTextEnd               // the end of message key ("" for any)
-	kUser                  // a user's turn (from history, or another client)
-	kThinking              // reasoning, whole
-	kToolCall              // a tool call: name, text (its arguments)
-	kToolResult            // a tool's result: name, text, ok
-	kNotice                // a system notice
-	kError                 // an error the server sent
-	kAsk                   // a question the next line answers
-	kAskDone               // question key was answered elsewhere or timed out
-	kTurnStart             // a turn is running
-	kTurnEnd               // the running turn ended
-	kMaybeEnd              // the turn may have ended (no frame says so)
-	kClosed                // the connection ended; err says why
+	kText       kind = iota // a piece of a message (who, key: the message)
+	kTextEnd                // the end of message key ("" for any)
+	kUser                   // a user's turn (from history, or another client)
+	kThinking               // reasoning, whole
+	kToolCall               // a tool call: name, text (its arguments)
+	kToolResult             // a tool's result: name, text, ok
+	kNotice                 // a system notice
+	kError                  // an error the server sent
+	kAsk                    // a question the next line answers
+	kAskDone                // question key was answered elsewhere or timed out
+	kTurnStart              // a turn is running
+	kTurnEnd                // the running turn ended
+	kMaybeEnd               // the turn may have ended (no frame says so)
+	kClosed                 // the connection ended; err says why
 )
 
 // item is one thing to show, or a change of the turn's state.

@@ -34,7 +34,9 @@ type agentloopChat struct {
 	names   map[string]string // function names by call id
 }
 
-func newAgentloop(cfg chatConfig, s sink) *agentloopChat { return &agentloopChat{cfg: cfg, sink: s, names: map[string]string{}, frames: make(chan struct{}, 1)} }
+func newAgentloop(cfg chatConfig, s sink) *agentloopChat {
+	return &agentloopChat{cfg: cfg, sink: s, names: map[string]string{}, frames: make(chan struct{}, 1)}
+}
 
 func (a *agentloopChat) open(ctx context.Context) error {
 	ws, err := dialWS(ctx, wsURL(a.cfg.base, "/agentloop", url.Values{"thread_id": {a.cfg.thread}}), a.cfg.token, a.frame,
