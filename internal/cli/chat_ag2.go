@@ -27,6 +27,7 @@ type ag2Chat struct {
 	sink sink
 
 	wg       sync.WaitGroup // reconnections
+	quit     chan struct{}  // closed by close: reconnections give up
 	boundary chan struct{}  // closed at the first chat.resume_boundary
 
 	mu       sync.Mutex
@@ -42,7 +43,7 @@ type ag2Chat struct {
 }
 
 func newAG2(cfg chatConfig, s sink) *ag2Chat {
-	return &ag2Chat{cfg: cfg, sink: s, calls: map[string]bool{}, boundary: make(chan struct{})}
+	return &ag2Chat{cfg: cfg, sink: s, calls: map[string]bool{}, boundary: make(chan struct{}), quit: make(chan struct{})}
 }
 
 func (a *ag2Chat) url() string {
@@ -113,16 +114,27 @@ func (a *ag2Chat) ended(err error) {
 	a.sink.emit(item{kind: kNotice, text: fmt.Sprintf("the socket closed (%v); reconnecting to resume after seq %d", closeReason(err), last)})
 	a.wg.Go(func() {
 		ctx := context.Background()
-		time.Sleep(500 * time.Millisecond)
-		derr := a.dial(ctx)
-		if derr == nil {
-			derr = a.write(ctx, ag2api.ClientResume{Type: ag2api.TypeClientResume, ChatID: &a.cfg.thread, LastClientIndex: &last})
+		var derr error
+		for _, wait := range ag2Backoff {
+			select {
+			case <-a.quit:
+				return
+			case <-time.After(wait):
+			}
+			if derr = a.dial(ctx); derr == nil {
+				derr = a.write(ctx, ag2api.ClientResume{Type: ag2api.TypeClientResume, ChatID: &a.cfg.thread, LastClientIndex: &last})
+				if derr == nil {
+					return
+				}
+			}
 		}
-		if derr != nil {
-			a.sink.emit(item{kind: kClosed, err: fmt.Errorf("%v; reconnecting failed: %w", closeReason(err), derr)})
-		}
+		a.sink.emit(item{kind: kClosed, err: fmt.Errorf("%v; reconnecting failed: %w", closeReason(err), derr)})
 	})
 }
+
+// ag2Backoff are the waits before each attempt to reconnect: about half a
+// minute in all, enough for a server to restart.
+var ag2Backoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second}
 
 func (a *ag2Chat) write(ctx context.Context, m ag2api.Inbound) error {
 	b, err := ag2api.Encode(m)
@@ -182,6 +194,7 @@ func (a *ag2Chat) close() error {
 	a.closing = true
 	ws := a.ws
 	a.mu.Unlock()
+	close(a.quit)
 	if ws != nil {
 		ws.close()
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -276,4 +277,103 @@ func TestChatFlags(t *testing.T) {
 	assert.ErrorContains(t, run("--protocol", "threads", "--thread", "not-a-uuid"), "UUID")
 	assert.ErrorContains(t, run("--protocol", "loom", "--url", "ftp://x"), "scheme")
 	assert.ErrorContains(t, run("--protocol", "loom", "extra"), "unexpected argument")
+}
+
+// A server that restarts mid-turn: the AG2 chat, whose socket the server
+// closes with 1001 (going away), reconnects to the restarted server and
+// resumes after the last seq it saw (client.resume); it shows the rest of
+// the answer (the turn ran to its end in the shutdown's grace) once.
+func TestChatAG2ReconnectsAfterRestart(t *testing.T) {
+	first := servertest.Start(t, servertest.Config(t), servertest.Options{})
+	addr := first.Addr("main")
+	l := startChat(t, addr, "ag2")
+	l.say("demo long")
+	l.waitFor("assistant: Here is a long reply")
+	first.Stop()
+	servertest.Start(t, servertest.Config(t, "--addr", addr, "--data-dir", first.Config.DataDir, "--workdir", first.Config.Workdir), servertest.Options{})
+	l.waitFor("That's the end of the long demo.")
+	l.say("hello")
+	l.waitFor("assistant: Hi! agentwire is running")
+	require.NoError(t, l.end())
+	out := l.out.String()
+	assert.Regexp(t, `notice: the socket closed \(.*\(1001\)\); reconnecting to resume after seq \d+`, out)
+	assert.Equal(t, 1, strings.Count(out, "That's the end of the long demo."), "the end of the answer shows once")
+}
+
+// proxy forwards TCP connections to a server until cut: the network
+// between the chat and the server.
+type proxy struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newProxy(t *testing.T, to string) *proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, to: to}
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", to)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			p.wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
+			p.wg.Go(func() { _, _ = io.Copy(c, s); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// cut breaks every connection open now.
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A connection that breaks mid-turn: the threads chat resumes the stream
+// from its last event id (Last-Event-ID), the AG2 chat reconnects and
+// resumes after its last seq; each shows the rest of the answer, once.
+func TestChatResumesAfterNetworkBreak(t *testing.T) {
+	for _, proto := range []string{"threads", "ag2"} {
+		t.Run(proto, func(t *testing.T) {
+			srv := servertest.Start(t, servertest.Config(t), servertest.Options{})
+			p := newProxy(t, srv.Addr("main"))
+			l := startChat(t, p.ln.Addr().String(), proto)
+			l.say("demo long")
+			l.waitFor("assistant: Here is a long reply")
+			p.cut()
+			l.waitFor("That's the end of the long demo.")
+			l.say("hello")
+			l.waitFor("assistant: Hi! agentwire is running")
+			require.NoError(t, l.end())
+			out := l.out.String()
+			if proto == "threads" {
+				assert.Regexp(t, `notice: the stream broke \(.*\); resuming after event \d+`, out)
+			} else {
+				assert.Regexp(t, `notice: the socket closed \(.*\); reconnecting to resume after seq \d+`, out)
+			}
+			assert.Equal(t, 1, strings.Count(out, "That's the end of the long demo."), "the end of the answer shows once")
+			assert.Equal(t, 1, strings.Count(out, "## Why a scripted model"), "no piece of the answer shows twice")
+		})
+	}
 }
