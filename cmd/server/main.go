@@ -41,7 +41,7 @@ func main() {
 }
 
 // dispatch runs the subcommand args name: serve (the default: flags with
-// no subcommand serve too), threads or validate.
+// no subcommand serve too), threads, validate or chat.
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -54,6 +54,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return cli.Threads(ctx, args, getenv, stdin, stdout, stderr)
 	case "validate":
 		return cli.Validate(args, stdin, stdout, stderr)
+	case "chat":
+		return cli.Chat(ctx, args, getenv, stdin, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, commands)
 		return nil
@@ -66,6 +68,8 @@ const commands = `usage: agentwire [serve] [flags]        serve every protocol (
                                          read and write threads in the store (--data-dir or --database-url)
        agentwire validate --protocol P [--direction inbound|outbound] FILE|-
                                          check frames (JSON, one a line) against a protocol's schemas
+       agentwire chat --protocol P [--addr host:port | --url URL] [--thread ID] [--token T]
+                                         chat with a running server over a protocol, a line a turn
 `
 
 // run parses the configuration, starts the server, prints where it serves,

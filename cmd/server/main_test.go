@@ -104,7 +104,7 @@ func TestRunChecksTheModel(t *testing.T) {
 	})
 }
 
-// The binary's subcommands: validate and threads go to internal/cli, an
+// The binary's subcommands: validate, threads and chat go to internal/cli, an
 // unknown one is refused with the list.
 func TestDispatch(t *testing.T) {
 	var stdout, stderr bytes.Buffer
@@ -119,7 +119,12 @@ func TestDispatch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, stdout.String(), "a new store has no threads")
 
+	err = dispatch(context.Background(), []string{"chat", "--protocol", "irc"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "want agentchat, ag2, threads, loom or agentloop")
+
 	err = dispatch(context.Background(), []string{"frobnicate"}, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "agentwire threads")
+	assert.Contains(t, err.Error(), "agentwire chat")
 }

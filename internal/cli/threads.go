@@ -1,8 +1,9 @@
 // Package cli is agentwire's command line besides serving: `agentwire
 // threads ls|show|export|import` reads and writes threads' logs in the
 // store a server uses (SQLite under --data-dir, or PostgreSQL with
-// --database-url), and `agentwire validate` checks frames against the
-// protocols' schemas. cmd/server dispatches to it.
+// --database-url), `agentwire validate` checks frames against the
+// protocols' schemas, and `agentwire chat` is a terminal client of a running
+// server over any of its protocols. cmd/server dispatches to it.
 package cli
 
 import (
