@@ -224,13 +224,23 @@ var reviews = map[string]event.Decision{
 }
 
 // HandleApprovalResponse answers the approval request the thread waits on.
+// An approval_response whose id is a UUID is answered once: the same
+// frame sent again (a client that reconnected and cannot tell whether it
+// arrived) is acknowledged by silence, as the first was, instead of an
+// error that the request is no longer pending.
 func (s *session) HandleApprovalResponse(ctx context.Context, m agentloopapi.ApprovalResponseMessage) error {
+	key := postKey(m.ID)
 	req, err := s.proj.answerable()
 	if err != nil {
+		// The key alone: known, it is acknowledged; unknown, it names no
+		// request, and err says why this answer was not used.
+		if key != "" && s.h.core.Resolve(ctx, s.thread, event.Command{Kind: event.CommandApprove, Key: key}) == nil {
+			return nil
+		}
 		return err
 	}
 	d := reviews[m.Payload.Review]
-	cmd := event.Command{Kind: event.CommandApprove, ID: req.callID, Decision: d}
+	cmd := event.Command{Kind: event.CommandApprove, ID: req.callID, Decision: d, Key: key}
 	if msg := m.Payload.CustomDenyMessage; msg != nil && (d == event.DecisionDenyContinue || d == event.DecisionDenyStop) {
 		cmd.Text = *msg
 	}

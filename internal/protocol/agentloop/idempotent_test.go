@@ -44,3 +44,30 @@ func TestUserInputResentAfterReconnect(t *testing.T) {
 	info := again.contextInfo()
 	assert.Equal(t, 8, info.TranscriptLength, "four turns: once, after, and the typed one twice")
 }
+
+// An approval_response resent with the same UUID id after a reconnect is
+// acknowledged as the first was (no error, nothing answered twice); a new
+// answer to the request already answered still gets its error.
+func TestApprovalResponseResentAfterReconnect(t *testing.T) {
+	h := start(t, testConfig(t))
+	c := h.dial("")
+	c.say("make a file")
+	c.expectApproval()
+	answer := reviewMsg("yes")
+	c.send(answer)
+	c.turn()
+	require.True(t, h.exists("made.txt"))
+	thread := c.thread
+	c.close()
+
+	again := h.dial(thread)
+	again.turnsReplayed(1)
+	again.send(answer) // the resend
+	again.say("echo after")
+	frames := again.turn()
+	assert.NotContains(t, kinds(frames), "error", "the resent answer is acknowledged: %v", kinds(frames))
+
+	again.send(reviewMsg("yes")) // another answer, with an id of its own
+	msg, _ := again.expectError()
+	assert.Contains(t, msg, "No approval request is pending")
+}
