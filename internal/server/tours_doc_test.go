@@ -211,14 +211,30 @@ func checkTourCoverage(t *testing.T, section string, seen map[string]bool, want 
 }
 
 // tourConfig is the server a tour test plays against: contract mode's
-// settings, with the tour's scenario.
+// settings, with the tour's scenario ("" for the built-in one, which holds
+// every tour).
 func tourConfig(t *testing.T, scenario string) config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", t.TempDir(),
-		"--scenario", scenario, "--scenario-pacing", "none", "--sandbox", "off", "--shutdown-grace", "1s"},
-		func(string) string { return "" }, io.Discard)
+	args := []string{"--addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--workdir", t.TempDir(),
+		"--llm", "scripted", "--scenario-pacing", "none", "--sandbox", "off", "--shutdown-grace", "1s"}
+	if scenario != "" {
+		args = append(args, "--scenario", scenario)
+	}
+	cfg, err := config.Parse(args, func(string) string { return "" }, io.Discard)
 	require.NoError(t, err)
 	return cfg
+}
+
+// eachScenario runs play against a server on the tour's own scenario and
+// on the built-in one (contract mode's default).
+func eachScenario(t *testing.T, tour string, play func(t *testing.T, ts *testServer)) {
+	for _, scn := range []string{tour, ""} {
+		name := scn
+		if name == "" {
+			name = "built-in"
+		}
+		t.Run(name, func(t *testing.T) { play(t, startServer(t, tourConfig(t, scn), Options{})) })
+	}
 }
 
 // wsTour is a WebSocket tour client; kinds names a frame.
@@ -381,32 +397,28 @@ func oneOfTypes(t *testing.T, dir, file, prop string) []string {
 	return names
 }
 
+// tourContext bounds a tour: each takes well under a second, so a frame
+// that never comes fails the test in good time.
 func tourContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 func TestAgentchatTourAsDocumented(t *testing.T) {
 	section := tourSection(t, "agentchat-tour")
-	ts := startServer(t, tourConfig(t, "agentchat-tour"), Options{})
-	ctx := tourContext(t)
-	c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/ws", typeAnd(""))
-	seen := playTour(t, ctx, c, readTour(t, section))
-	checkTourCoverage(t, section, seen, asyncSends(t, "agentchat.yaml"), nil)
+	rows := readTour(t, section)
+	eachScenario(t, "agentchat-tour", func(t *testing.T, ts *testServer) {
+		ctx := tourContext(t)
+		c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/ws", typeAnd(""))
+		seen := playTour(t, ctx, c, rows)
+		checkTourCoverage(t, section, seen, asyncSends(t, "agentchat.yaml"), nil)
+	})
 }
 
 func TestThreadsTourAsDocumented(t *testing.T) {
 	section := tourSection(t, "threads-tour")
-	ts := startServer(t, tourConfig(t, "threads-tour"), Options{})
-	ctx := tourContext(t)
-	c := &sseTour{url: "http://" + ts.Addr("main") + "/api/v1/threads/" + uuid.NewString()}
-	t.Cleanup(func() {
-		if c.body != nil {
-			c.body.Close()
-		}
-	})
-	seen := playTour(t, ctx, c, readTour(t, section))
+	rows := readTour(t, section)
 	b, err := os.ReadFile("../../schemas/openapi/threads.yaml")
 	require.NoError(t, err)
 	var doc struct {
@@ -424,27 +436,41 @@ func TestThreadsTourAsDocumented(t *testing.T) {
 		events = append(events, name)
 	}
 	slices.Sort(events)
-	checkTourCoverage(t, section, seen, events, nil)
+	eachScenario(t, "threads-tour", func(t *testing.T, ts *testServer) {
+		ctx := tourContext(t)
+		c := &sseTour{url: "http://" + ts.Addr("main") + "/api/v1/threads/" + uuid.NewString()}
+		t.Cleanup(func() {
+			if c.body != nil {
+				c.body.Close()
+			}
+		})
+		seen := playTour(t, ctx, c, rows)
+		checkTourCoverage(t, section, seen, events, nil)
+	})
 }
 
 func TestLoomTourAsDocumented(t *testing.T) {
 	section := tourSection(t, "loom-tour")
-	ts := startServer(t, tourConfig(t, "loom-tour"), Options{})
-	ctx := tourContext(t)
-	c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/loom", typeAnd("event"))
-	seen := playTour(t, ctx, c, readTour(t, section))
+	rows := readTour(t, section)
 	want := append(asyncSends(t, "loom.yaml"), oneOfTypes(t, "loom", "run_stream_event_response.json", "event")...)
-	checkTourCoverage(t, section, seen, want, map[string]string{
-		"run_start": "sent only with --loom-run-start: the original server sent none, and its client cannot decode it",
+	eachScenario(t, "loom-tour", func(t *testing.T, ts *testServer) {
+		ctx := tourContext(t)
+		c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/loom", typeAnd("event"))
+		seen := playTour(t, ctx, c, rows)
+		checkTourCoverage(t, section, seen, want, map[string]string{
+			"run_start": "sent only with --loom-run-start: the original server sent none, and its client cannot decode it",
+		})
 	})
 }
 
 func TestAgentLoopTourAsDocumented(t *testing.T) {
 	section := tourSection(t, "agentloop-tour")
-	ts := startServer(t, tourConfig(t, "agentloop-tour"), Options{})
-	ctx := tourContext(t)
-	c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/agentloop", typeAnd("payload"))
-	seen := playTour(t, ctx, c, readTour(t, section))
+	rows := readTour(t, section)
 	want := append(asyncSends(t, "agentloop.yaml"), oneOfTypes(t, "agentloop", "response_item.json", "payload")...)
-	checkTourCoverage(t, section, seen, want, nil)
+	eachScenario(t, "agentloop-tour", func(t *testing.T, ts *testServer) {
+		ctx := tourContext(t)
+		c := dialTour(t, ctx, "ws://"+ts.Addr("main")+"/agentloop", typeAnd("payload"))
+		seen := playTour(t, ctx, c, rows)
+		checkTourCoverage(t, section, seen, want, nil)
+	})
 }
