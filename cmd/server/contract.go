@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/agentwire/agentwire/internal/config"
 )
@@ -33,7 +34,14 @@ var contractDefaults = [][2]string{
 func contract(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
 		fmt.Fprint(stdout, contractUsage)
-		_, err := config.Parse([]string{"--help"}, func(string) string { return "" }, stdout)
+		// The flags, without serve's own introduction.
+		var help strings.Builder
+		_, err := config.Parse([]string{"--help"}, func(string) string { return "" }, &help)
+		flags := help.String()
+		if _, rest, ok := strings.Cut(flags, "\nFlags:\n"); ok {
+			flags = rest
+		}
+		fmt.Fprint(stdout, "Flags (the defaults shown are agentwire serve's; contract mode's own are above):\n"+flags)
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "agentwire-contract-")
