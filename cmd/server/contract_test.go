@@ -90,8 +90,6 @@ func TestContractBinary(t *testing.T) {
 	file, err := os.ReadFile(addrFile)
 	require.NoError(t, err, "the address file is written before the lines are printed")
 	assert.Equal(t, strings.Join(printed, "\n")+"\n", string(file))
-	assert.Contains(t, stderr.String(), "agentwire is serving on "+addr, "the banner goes to stderr")
-	assert.Contains(t, stderr.String(), "model: scripted (offline, scenario agentchat-tour), no delays")
 
 	work, err := filepath.Glob(filepath.Join(tmp, "agentwire-contract-*"))
 	require.NoError(t, err)
@@ -133,6 +131,8 @@ func TestContractBinary(t *testing.T) {
 	}
 	require.NoError(t, err)
 	assert.Empty(t, rest, "nothing but the addresses on stdout")
+	assert.Contains(t, stderr.String(), "agentwire is serving on "+addr, "the banner goes to stderr")
+	assert.Contains(t, stderr.String(), "model: scripted (offline, scenario agentchat-tour), no delays")
 	assert.Contains(t, stderr.String(), "agentwire: shutting down")
 	_, err = os.Stat(work[0])
 	assert.ErrorIs(t, err, os.ErrNotExist, "the temporary folder is removed")
