@@ -41,7 +41,7 @@ func main() {
 }
 
 // dispatch runs the subcommand args name: serve (the default: flags with
-// no subcommand serve too), threads, validate or chat.
+// no subcommand serve too), threads, validate, chat or contract.
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	sub := ""
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -56,6 +56,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return cli.Validate(args, stdin, stdout, stderr)
 	case "chat":
 		return cli.Chat(ctx, args, getenv, stdin, stdout, stderr)
+	case "contract":
+		return contract(ctx, args, getenv, stdout, stderr)
 	case "help":
 		fmt.Fprint(stdout, commands)
 		return nil
@@ -70,6 +72,9 @@ const commands = `usage: agentwire [serve] [flags]        serve every protocol (
                                          check frames (JSON, one a line) against a protocol's schemas
        agentwire chat --protocol P [--addr host:port | --url URL] [--thread ID] [--token T]
                                          chat with a running server over a protocol, a line a turn
+       agentwire contract [--scenario NAME|FILE] [flags]
+                                         a throw-away server for frontend CI: free port, scripted model,
+                                         temporary data; prints AGENTWIRE_ADDR=… (--help, docs/SCENARIOS.md)
 `
 
 // run parses the configuration, starts the server, prints where it serves,
@@ -79,6 +84,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	return serve(ctx, cfg, getenv, stdout, stdout, stderr)
+}
+
+// serve starts the server cfg describes, prints where it serves (the
+// --print-addr lines on stdout, the banner on banner), and serves until
+// ctx is done, then shuts down gracefully.
+func serve(ctx context.Context, cfg config.Config, getenv func(string) string, stdout, banner, stderr io.Writer) error {
 	log, err := logs.New(stderr, cfg.LogFormat, logs.ParseLevel(cfg.LogLevel))
 	if err != nil {
 		return err
@@ -116,12 +128,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
-	fmt.Fprint(stdout, srv.Banner())
+	if cfg.AddrFile != "" {
+		if err := srv.WriteAddrFile(cfg.AddrFile); err != nil {
+			_ = srv.Shutdown(context.Background())
+			return err
+		}
+		defer os.Remove(cfg.AddrFile)
+	}
+	if cfg.PrintAddr {
+		fmt.Fprint(stdout, srv.AddrLines())
+	}
+	fmt.Fprint(banner, srv.Banner())
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(stdout, "agentwire: shutting down")
+		fmt.Fprintln(banner, "agentwire: shutting down")
 	case serveErr = <-srv.Errs():
 	}
 	// The grace period is the server's own (--shutdown-grace); this context

@@ -43,8 +43,13 @@ type Config struct {
 	LLM string
 	// Model is the model name; empty takes the provider's default.
 	Model string
-	// Scenario is a scripted-model scenario file or folder.
+	// Scenario is a scripted-model scenario file or folder, or the name of
+	// a built-in one (ag2-tour, agentchat-tour, ...).
 	Scenario string
+	// ScenarioPacing is "scenario" (the scripted model streams at the
+	// pace its scenario sets) or "none" (every reply at once, whatever the
+	// scenario says).
+	ScenarioPacing string
 	// Workflows is the folder of multi-agent workflow files (YAML, see
 	// docs/WORKFLOWS.md); empty offers only the built-in workflows.
 	Workflows string
@@ -99,6 +104,14 @@ type Config struct {
 	// Prometheus metrics at /metrics; empty serves none (the debug
 	// listener serves them too).
 	MetricsAddr string
+	// PrintAddr prints the bound addresses as KEY=VALUE lines
+	// (AGENTWIRE_ADDR=host:port, ...) on stdout once the listeners accept
+	// connections, before the banner.
+	PrintAddr bool
+	// AddrFile, when set, is a file the same lines are written to (at
+	// once, whole) once the listeners accept connections; it is removed
+	// when the server exits.
+	AddrFile string
 	// LogLevel is debug, info, warn or error.
 	LogLevel string
 	// LogFormat is text (key=value pairs) or json (an object a line).
@@ -283,7 +296,8 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LLM, "llm", "", "model provider: openai, anthropic, gemini or scripted (default: from the API keys set, else scripted)")
 	fs.StringVar(&c.Model, "model", "", "model name (default: the provider's default)")
 	fs.BoolVar(&c.CheckModel, "check-model", false, "refuse to start when the configured model cannot be used (the start-up check of its provider is a warning otherwise)")
-	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model")
+	fs.StringVar(&c.Scenario, "scenario", "", "scenario file or folder for the scripted model, or a built-in one: ag2-tour, agentchat-tour, threads-tour, loom-tour, agentloop-tour (docs/SCENARIOS.md)")
+	fs.StringVar(&c.ScenarioPacing, "scenario-pacing", "scenario", "how fast the scripted model streams: scenario (the delays its scenario sets) or none (every reply at once)")
 	fs.StringVar(&c.Workflows, "workflows", "", "folder of multi-agent workflow files (NAME.yaml; see docs/WORKFLOWS.md); the built-in default and dev-team are always there")
 	fs.StringVar(&c.MCP, "mcp", "", "YAML file of MCP servers (stdio programs run in the sandbox, or streamable-HTTP URLs) whose tools the model is offered beside the built-ins (docs/AGENTS.md)")
 	fs.StringVar(&c.ApprovalPolicy, "approval-policy", "suggest", "suggest, auto-edit, full-auto or read-only")
@@ -304,6 +318,8 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 10*time.Second, "how long running turns may finish after SIGINT/SIGTERM")
 	fs.StringVar(&c.DebugAddr, "debug-addr", "", "loopback address (e.g. 127.0.0.1:6060) that serves the Go profiler at /debug/pprof/ and runtime metrics at /debug/vars, /debug/metrics and /metrics (default: off)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "loopback address (e.g. 127.0.0.1:9464) that serves Prometheus metrics at /metrics (default: off)")
+	fs.BoolVar(&c.PrintAddr, "print-addr", false, "once the listeners accept connections, print the bound addresses on stdout as KEY=VALUE lines (AGENTWIRE_ADDR=127.0.0.1:PORT, AGENTWIRE_URL, one AGENTWIRE_<PROTOCOL>_URL each), before the banner; useful with --addr 127.0.0.1:0")
+	fs.StringVar(&c.AddrFile, "addr-file", "", "once the listeners accept connections, write the --print-addr lines to this file (whole, at once); it is removed when the server exits")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (key=value pairs) or json (an object a line); lines of a connection carry its conn id, lines of a run its thread and run")
 	fs.StringVar(&c.Auth, "auth", "none", "authentication: none, keys (API keys from AGENTWIRE_API_KEYS or --api-keys-file) or jwt (--jwt-keys or AGENTWIRE_JWT_SECRET)")
@@ -409,6 +425,11 @@ func (c *Config) validate(n func(flag string) string) error {
 	case "message", "chunks":
 	default:
 		errs = append(errs, fmt.Errorf("%s %q: want message or chunks", n("agentchat-stream"), c.AgentchatStream))
+	}
+	switch c.ScenarioPacing {
+	case "scenario", "none":
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: want scenario or none", n("scenario-pacing"), c.ScenarioPacing))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

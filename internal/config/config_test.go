@@ -98,6 +98,7 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--llm", "gpt"}, env(), "--llm"},
 		{[]string{"--agentchat-stream", "tokens"}, env(), "--agentchat-stream"},
 		{[]string{"--coalesce-deltas", "yes"}, env(), "--coalesce-deltas"},
+		{[]string{"--scenario-pacing", "fast"}, env(), "--scenario-pacing"},
 		{nil, env("AGENTWIRE_AGENTCHAT_STREAM", "Chunks"), "AGENTWIRE_AGENTCHAT_STREAM"},
 		{[]string{"--compact-threshold", "1.5"}, env(), "--compact-threshold"},
 		{[]string{"--compact-threshold", "-0.1"}, env(), "--compact-threshold"},

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
@@ -123,6 +124,7 @@ func TestAG2TourAsDocumented(t *testing.T) {
 	ws.SetReadLimit(16 << 20)
 
 	var errs []string
+	seen := map[string]bool{}
 	for _, st := range steps {
 		var got map[string]any
 		if st.typ != "" {
@@ -131,6 +133,7 @@ func TestAG2TourAsDocumented(t *testing.T) {
 				require.NoError(t, err, "waiting for the frame of %s", st.row)
 				var f map[string]any
 				require.NoError(t, json.Unmarshal(b, &f))
+				seen[fmt.Sprint(f["type"])] = true
 				if f["type"] == "chat.error" {
 					errs = append(errs, string(b))
 				}
@@ -156,10 +159,16 @@ func TestAG2TourAsDocumented(t *testing.T) {
 		require.NoError(t, err, "waiting for chat.resume_boundary")
 		var f map[string]any
 		require.NoError(t, json.Unmarshal(b, &f))
+		seen[fmt.Sprint(f["type"])] = true
 		if f["type"] == "chat.resume_boundary" {
 			break
 		}
 	}
+	doc, err := os.ReadFile("../../docs/PROTOCOLS.md")
+	require.NoError(t, err)
+	_, section, _ := strings.Cut(string(doc), "### Contract testing with no model: `ag2-tour`")
+	section, _, _ = strings.Cut(section, "\n## ")
+	checkTourCoverage(t, section, seen, asyncSends(t, "ag2.yaml"), map[string]string{})
 	for _, e := range errs {
 		// The tour's failing tool is the one error it shows.
 		assert.Contains(t, e, "TOOL_EXECUTION_ERROR", "an answer the table gives was refused")

@@ -37,7 +37,12 @@ func newModel(cfg config.Config, log *slog.Logger, providers map[string]ModelPro
 			}
 			desc = "scripted (offline, scenario " + cfg.Scenario + ")"
 		}
-		return scripted.New(scn, scripted.WithLogger(log)), desc, nil
+		opts := []scripted.Option{scripted.WithLogger(log)}
+		if cfg.ScenarioPacing == "none" {
+			opts = append(opts, scripted.WithPacing(scripted.Pacing{}))
+			desc += ", no delays"
+		}
+		return scripted.New(scn, opts...), desc, nil
 	}
 	build, ok := providers[p]
 	if !ok {

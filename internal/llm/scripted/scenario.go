@@ -330,11 +330,33 @@ var defaultYAML []byte
 //go:embed ag2-tour.yaml
 var ag2TourYAML []byte
 
-// builtins are the scenarios Load finds by name when no file has it.
-var builtins = map[string][]byte{"ag2-tour": ag2TourYAML}
+//go:embed agentchat-tour.yaml
+var agentchatTourYAML []byte
 
-// Builtin returns the built-in scenario of that name: "ag2-tour", which
-// drives an AG2 chat through every chat.* frame.
+//go:embed threads-tour.yaml
+var threadsTourYAML []byte
+
+//go:embed loom-tour.yaml
+var loomTourYAML []byte
+
+//go:embed agentloop-tour.yaml
+var agentloopTourYAML []byte
+
+// builtins are the scenarios Load finds by name when no file has it.
+var builtins = map[string][]byte{
+	"ag2-tour":       ag2TourYAML,
+	"agentchat-tour": agentchatTourYAML,
+	"threads-tour":   threadsTourYAML,
+	"loom-tour":      loomTourYAML,
+	"agentloop-tour": agentloopTourYAML,
+}
+
+// Tours are the built-in tours, one a protocol: each drives its
+// protocol's server frames, every type its document lists that a run can
+// produce (docs/SCENARIOS.md).
+var Tours = []string{"ag2-tour", "agentchat-tour", "threads-tour", "loom-tour", "agentloop-tour"}
+
+// Builtin returns the built-in scenario of that name: one of Tours.
 func Builtin(name string) (*Scenario, bool) {
 	b, ok := builtins[name]
 	if !ok {
@@ -349,8 +371,12 @@ func Builtin(name string) (*Scenario, bool) {
 // request ("demo tools", "demo approval", ...; see docs/SCENARIOS.md).
 func Default() *Scenario {
 	s := Must(Parse("default.yaml", defaultYAML))
-	// "demo ag2 tour" plays the ag2-tour scenario.
-	tour, _ := Builtin("ag2-tour")
-	s.rules = append(s.rules, tour.rules...)
+	// "demo ag2 tour" plays the ag2-tour scenario, "agentchat tour" the
+	// agentchat-tour one, and so on: the tours' rules come after the
+	// default's, whose phrases they avoid.
+	for _, name := range Tours {
+		tour, _ := Builtin(name)
+		s.rules = append(s.rules, tour.rules...)
+	}
 	return s
 }
