@@ -144,7 +144,9 @@ test('ChatUI-shaped flows: start, turns, typed answers, a UI tool, reload and re
   assert.ok(!log.includes('Error:'), log);
   assert.equal(sent.filter((f) => f.includes('client.resume')).length, 0, 'a new chat does not resume');
 
-  // Reload: the page resumes from the seq it stored.
+  // Reload: the page starts empty and resumes from the seq it stored; the
+  // server replays the conversation, so the page shows it again, once,
+  // with the user's turns and answers, and asks nothing answered again.
   const stored = Number(await page.evaluate((c) => localStorage.getItem('ws_idx_' + c), chat));
   assert.ok(stored > 0, 'the page stored a seq');
   await page.reload();
@@ -153,9 +155,39 @@ test('ChatUI-shaped flows: start, turns, typed answers, a UI tool, reload and re
   const resumes = sent.filter((f) => f.includes('client.resume')).map((f) => JSON.parse(f));
   assert.equal(resumes.length, 1);
   assert.equal(resumes[0].lastClientIndex, stored);
+  log = await page.innerText('#log');
+  const shown = [
+    'user: echo hello browser', 'You said: echo hello browser', 'Usage: tokens=1500 prompt=1000 completion=500',
+    'user: ask me something', "What's your name?", 'user: Ada', 'Hello, Ada!',
+    'user: make a file', 'The agent wants to run: touch made.txt && echo done', 'user: approve', 'Tool Response: done', 'made.txt exists now.',
+    'user: show form', 'Got {"key":"sk-browser"}', 'Run complete (completed)',
+  ];
+  let at = 0;
+  for (const s of shown) {
+    const i = log.indexOf(s, at);
+    assert.ok(i >= 0, `after the reload the page shows "${s}" (in order): ${log}`);
+    at = i + s.length;
+  }
+  assert.equal(log.split('You said: echo hello browser').length - 1, 1, 'the reply is shown once: ' + log);
+  assert.equal(await page.locator('[data-run-complete]').count(), 4, 'each run once');
+  assert.equal(await page.locator('.component').count(), 0, 'the answered form is not shown again');
+  assert.ok(!log.includes('Error:'), log);
+
   await say(page, 'echo after reload');
   await logText(page, 'You said: echo after reload');
-  await page.waitForFunction(() => document.querySelectorAll('[data-run-complete]').length >= 1, null, { timeout: wait });
+  await runsDone(page, 5);
+
+  // A form still waiting when the page reloads is shown again, and
+  // answering it goes on with the run.
+  await say(page, 'show form');
+  await page.waitForSelector('.component', { timeout: wait });
+  await page.reload();
+  await page.waitForSelector('[data-boundary]', { timeout: wait });
+  assert.equal(await page.locator('.component').count(), 1, 'the pending form, once');
+  await page.click('.submit-component', { timeout: wait });
+  await runsDone(page, 6);
+  log = await page.innerText('#log');
+  assert.equal(log.split('Got {"key":"sk-browser"}').length - 1, 2, 'both forms answered: ' + log);
   assert.equal(await page.locator('[data-gap]').count(), 0, 'no seq gap was ever seen');
   await page.close();
 });

@@ -16,9 +16,10 @@
 //     The top-level `seq` is what ChatUI's resume tracks: it stores the
 //     highest seq seen and sends it as `lastClientIndex` after a reload, and
 //     treats a seq lower than the last one but one as a gap (it then sends
-//     `client.resume` and drops the frame). agentwire's seqs only increase
-//     along a socket's frames (frames of one event share one; a replay holds
-//     only greater seqs than the resume's), so ChatUI never sees a gap.
+//     `client.resume` and drops the frame) unless a resume is running.
+//     agentwire's live seqs only increase along a socket's frames (frames of
+//     one event share one), so ChatUI never sees a gap; a transcript's lower
+//     seqs (below) come while its resume runs.
 //     `timestamp` (the event's time, RFC 3339 UTC) is always sent; replayed frames
 //     add `replay: true` beside it.
 //   - `seq` is the seq of the canonical event the frame shows in the chat's log
@@ -29,9 +30,29 @@
 //   - `client.resume.lastClientIndex` is read as the seq of the last frame the
 //     client holds: the document calls it a 0-based index yet says to send 0 when
 //     the client has nothing; reading it as a seq makes both true. The server
-//     re-sends every frame with a greater seq (`chat.print` chunks of one message
+//     re-sends frames marked `replay: true` (`chat.print` chunks of one message
 //     coalesced into one), then `chat.resume_boundary`, then live frames, with no
-//     gap and no duplicate. A new socket holds the chat's live frames for up to
+//     gap and no duplicate. Which frames, `--ag2-resume` chooses, as the
+//     document and ChatUI disagree. `transcript` (the default, what ChatUI
+//     needs: after a page reload it sends the highest seq it stored although
+//     its screen starts empty, and the original server re-sent the chat on
+//     connect): the first `client.resume` of a socket that has had no live
+//     frame replays the chat from its start, leaving
+//     out the `chat.input_request` and `ui_tool_event` of requests no longer
+//     pending (their `chat.tool_call` then has `awaiting_response: false`),
+//     so nothing answered is asked again and a pending request is. Its frames
+//     with a seq up to `lastClientIndex` come first, coalesced apart from the
+//     rest, and every replayed frame has a seq (a replayed `chat.error` that
+//     of its event), so a client that kept what it showed drops the replayed
+//     frames whose seq is at most its `lastClientIndex` and is left with
+//     exactly what it missed; a later `client.resume` on the socket replays
+//     only what follows `lastClientIndex`. `after-seq` (the document's
+//     reading): every `client.resume` re-sends the frames with a greater seq
+//     than `lastClientIndex`. Either way a replay shows a person's answers
+//     as a `chat.text` of agent `user` before their `chat.input_ack`, with
+//     its seq (an input answer's text, not a `password` request's; an
+//     approval as `approve`, `approve always`, `deny` or `deny and stop`),
+//     which live frames do not. A new socket holds the chat's live frames for up to
 //     0.5 s, until its first message, so that a resume sent at once is not
 //     overtaken by live frames. A corrupt `client.resume` (a bad
 //     `lastClientIndex`, another chat's `chat_id`) gets `RESUME_FAILED`.

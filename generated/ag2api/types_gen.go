@@ -101,15 +101,23 @@ type ChatErrorData struct {
 	Seq *int `json:"seq,omitempty,omitzero"`
 }
 
-// Reconnect and replay: the server re-sends every persisted frame with seq greater
-// than lastClientIndex, marked replay:true, then chat.resume_boundary, then live
-// frames. Unknown fields are ignored.
+// Reconnect and replay: the server re-sends persisted frames, marked replay:true,
+// then chat.resume_boundary, then live frames. Which frames the server's
+// --ag2-resume says: transcript (the default, what ChatUI needs after a page
+// reload) replays the whole chat on a socket's first resume before any live frame,
+// the frames with seq up to lastClientIndex first and answered requests not asked
+// again, and every later resume like after-seq; after-seq (the document's reading)
+// replays the frames with seq greater than lastClientIndex. Unknown fields are
+// ignored.
 type ClientResume struct {
 	// The chat id; optional because the socket's path already names the chat. When
 	// present it must equal the path's chat_id.
 	ChatID *string `json:"chat_id,omitempty,omitzero"`
 
 	// The seq of the last frame the client holds; 0 or absent replays everything.
+	// Under --ag2-resume=transcript a socket's first resume replays everything
+	// anyway, the frames up to this seq first, so that a client that kept them can
+	// drop them.
 	LastClientIndex *int `json:"lastClientIndex,omitempty,omitzero"`
 
 	// Always "client.resume".
@@ -463,7 +471,8 @@ type ResumeBoundaryData struct {
 	// Seq of the last frame replayed (0 when none).
 	LastMessageIndex *int `json:"last_message_index,omitempty,omitzero"`
 
-	// How many frames were replayed.
+	// How many frames with a seq were replayed (under --ag2-resume=transcript, a
+	// first resume counts the whole transcript it sent).
 	ReplayedMessages *int `json:"replayed_messages,omitempty,omitzero"`
 
 	// How many persisted frames the chat has.

@@ -163,6 +163,11 @@ type Config struct {
 	// user turn; by default it answers the chat's pending input request
 	// when there is one, as ChatUI expects.
 	AG2TextTurns bool
+	// AG2Resume is what an AG2 socket's first client.resume replays:
+	// "transcript" (the chat from its start, as ChatUI, whose screen is
+	// empty after a reload, needs) or "after-seq" (only the frames after
+	// lastClientIndex, the document's strict reading).
+	AG2Resume string
 	// Prices is a YAML price table (USD per million tokens by model) that
 	// replaces the built-in one for usage costs.
 	Prices string
@@ -336,6 +341,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.Float64Var(&c.AG2Rate, "ag2-rate", 5, "AG2 chat.* client messages a second, per socket and per user_id (0: no limit)")
 	fs.IntVar(&c.AG2Burst, "ag2-burst", 10, "AG2 chat.* client messages at once before --ag2-rate applies")
 	fs.BoolVar(&c.AG2TextTurns, "ag2-text-turns", false, "AG2: text sent without a request id is always a new turn, even while an input request is pending (by default it answers that request, as ChatUI expects)")
+	fs.StringVar(&c.AG2Resume, "ag2-resume", "transcript", "AG2: what a socket's first client.resume replays: transcript (the chat from its start, answered requests not asked again, as ChatUI needs after a page reload) or after-seq (only the frames after lastClientIndex, the document's strict reading)")
 	fs.BoolVar(&c.AG2LegacyTypes, "ag2-legacy-types", false, "AG2: also send the legacy un-namespaced duplicate of every chat.* frame, for old frontends")
 	fs.BoolVar(&c.LoomRunStart, "loom-run-start", false, "Loom: send the document's run_start event before a run's first node_enter (the original server sent none; its typed client refuses it)")
 	fs.StringVar(&c.Prices, "prices", "", "YAML price table (USD per million prompt/completion tokens by model) for usage costs (default: built in)")
@@ -415,6 +421,11 @@ func (c *Config) validate(n func(flag string) string) error {
 	case "", "openai", "anthropic", "gemini", "scripted":
 	default:
 		errs = append(errs, fmt.Errorf("%s %q: want openai, anthropic, gemini or scripted", n("llm"), c.LLM))
+	}
+	switch c.AG2Resume {
+	case "transcript", "after-seq":
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: want transcript or after-seq", n("ag2-resume"), c.AG2Resume))
 	}
 	switch c.AgentchatBroadcast {
 	case "session", "all":

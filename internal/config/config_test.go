@@ -31,6 +31,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "off", c.SandboxNetwork)
 	assert.Equal(t, "session", c.AgentchatBroadcast)
 	assert.Equal(t, "message", c.AgentchatStream)
+	assert.Equal(t, "transcript", c.AG2Resume, "ChatUI's reading by default")
 	assert.Equal(t, 10, c.MaxSteps)
 	assert.Equal(t, []int{3, 5, 4}, []int{c.TotBranches, c.TotDepth, c.GraphParallel})
 	assert.Equal(t, 0.8, c.CompactThreshold)
@@ -99,6 +100,7 @@ func TestInvalid(t *testing.T) {
 		{[]string{"--agentchat-stream", "tokens"}, env(), "--agentchat-stream"},
 		{[]string{"--coalesce-deltas", "yes"}, env(), "--coalesce-deltas"},
 		{[]string{"--scenario-pacing", "fast"}, env(), "--scenario-pacing"},
+		{[]string{"--ag2-resume", "after"}, env(), "--ag2-resume"},
 		{nil, env("AGENTWIRE_AGENTCHAT_STREAM", "Chunks"), "AGENTWIRE_AGENTCHAT_STREAM"},
 		{[]string{"--compact-threshold", "1.5"}, env(), "--compact-threshold"},
 		{[]string{"--compact-threshold", "-0.1"}, env(), "--compact-threshold"},

@@ -110,6 +110,10 @@ type AG2Settings struct {
 	// TextTurns makes text sent without a request id always a new turn
 	// (--ag2-text-turns); by default it answers the pending request.
 	TextTurns bool
+	// ResumeAfterSeq makes a socket's first client.resume replay only the
+	// frames after its lastClientIndex (--ag2-resume=after-seq); by
+	// default it replays the chat's transcript from the start.
+	ResumeAfterSeq bool
 }
 
 // LoomSettings are Loom's settings.

@@ -263,9 +263,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	env := protocol.Env{Core: s.core, Model: cfg.Model, ContextWindow: cfg.ContextWindow,
 		Workdir: s.root, Tools: toolset.Specs(),
 		Agentchat: protocol.AgentchatSettings{Stream: cfg.AgentchatStream, Broadcast: cfg.AgentchatBroadcast == "all"},
-		AG2:       protocol.AG2Settings{Rate: cfg.AG2Rate, Burst: cfg.AG2Burst, LegacyTypes: cfg.AG2LegacyTypes, Prices: cfg.Prices, TextTurns: cfg.AG2TextTurns},
-		Loom:      protocol.LoomSettings{RunStart: cfg.LoomRunStart},
-		Conns:     s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows, Metrics: s.metrics}
+		AG2: protocol.AG2Settings{Rate: cfg.AG2Rate, Burst: cfg.AG2Burst, LegacyTypes: cfg.AG2LegacyTypes, Prices: cfg.Prices, TextTurns: cfg.AG2TextTurns,
+			ResumeAfterSeq: cfg.AG2Resume == "after-seq"},
+		Loom:  protocol.LoomSettings{RunStart: cfg.LoomRunStart},
+		Conns: s.reg, Conn: connOpts, Heartbeat: opts.Heartbeat, Logger: log, Verify: opts.Verify, Workflows: workflows, Metrics: s.metrics}
 	for _, r := range registry {
 		a, err := r.New(env)
 		if err != nil {

@@ -50,11 +50,11 @@ export interface ChatError {
   type: "chat.error";
 }
 
-/** Reconnect and replay: the server re-sends every persisted frame with seq greater than lastClientIndex, marked replay:true, then chat.resume_boundary, then live frames. Unknown fields are ignored. */
+/** Reconnect and replay: the server re-sends persisted frames, marked replay:true, then chat.resume_boundary, then live frames. Which frames the server's --ag2-resume says: transcript (the default, what ChatUI needs after a page reload) replays the whole chat on a socket's first resume before any live frame, the frames with seq up to lastClientIndex first and answered requests not asked again, and every later resume like after-seq; after-seq (the document's reading) replays the frames with seq greater than lastClientIndex. Unknown fields are ignored. */
 export interface ClientResume {
   /** The chat id; optional because the socket's path already names the chat. When present it must equal the path's chat_id. */
   chat_id?: string | null;
-  /** The seq of the last frame the client holds; 0 or absent replays everything. */
+  /** The seq of the last frame the client holds; 0 or absent replays everything. Under --ag2-resume=transcript a socket's first resume replays everything anyway, the frames up to this seq first, so that a client that kept them can drop them. */
   lastClientIndex?: number | null;
   /** Always "client.resume". */
   type: "client.resume";
@@ -228,7 +228,7 @@ export interface ResumeBoundary {
     chat_id: string;
     /** Seq of the last frame replayed (0 when none). */
     last_message_index?: number;
-    /** How many frames were replayed. */
+    /** How many frames with a seq were replayed (under --ag2-resume=transcript, a first resume counts the whole transcript it sent). */
     replayed_messages?: number;
     /** How many persisted frames the chat has. */
     total_messages?: number;

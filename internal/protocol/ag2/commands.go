@@ -102,6 +102,13 @@ var decisions = map[string]event.Decision{
 	"deny and stop": event.DecisionDenyStop,
 }
 
+// decisionText is how a replay shows a decision: the answer that gives
+// it.
+var decisionText = map[event.Decision]string{
+	event.DecisionApprove: "approve", event.DecisionApproveAlways: "approve always",
+	event.DecisionDenyContinue: "deny", event.DecisionDenyStop: "deny and stop",
+}
+
 func parseDecision(text string) (event.Decision, bool) {
 	d, ok := decisions[strings.Join(strings.Fields(strings.ToLower(text)), " ")]
 	return d, ok

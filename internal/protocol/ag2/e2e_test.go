@@ -62,7 +62,7 @@ func TestStudioWorkflowEndToEnd(t *testing.T) {
 					reconnected = true
 					c.close()
 					c = dial()
-					c.resume(lastSeq)
+					c.resumeKeeping(lastSeq)
 				}
 				c.send(ag2api.InlineComponentResult{Type: ag2api.TypeInlineComponentResult, Corr: m.Data.Corr, Data: json.RawMessage(`"bold"`)})
 			case m.Data.ComponentType == "LayoutEditor" && !patched:

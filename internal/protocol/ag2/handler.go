@@ -6,8 +6,12 @@
 // over every other protocol; it belongs to the enterprise and user that
 // opened it first. Every frame of the chat's stream carries the seq of the
 // canonical event it projects, so seq is the thread's log order and stays
-// the same across reconnects; client.resume replays the frames after a
-// seq, marked replay:true, then chat.resume_boundary, then goes on live.
+// the same across reconnects; client.resume replays frames, marked
+// replay:true, then chat.resume_boundary, then goes on live. A socket's
+// first client.resume, before any live frame reached it, replays the
+// chat's transcript from its start, since ChatUI sends the seq it stored
+// although its screen starts empty after a reload; --ag2-resume=after-seq
+// (and every later resume) replays only the frames after the seq.
 // Runs are interactive: input requests, tool approvals and UI tools wait
 // for an answer from any socket of the chat (or another protocol), until
 // --input-timeout.
@@ -61,6 +65,7 @@ type Handler struct {
 	workflows func(name string) error
 	names     func() []string // the workflows on offer, for WORKFLOW_NOT_FOUND; nil without a catalog
 	rest      *restState      // ChatUI's REST calls and the sockets they reach (rest.go)
+	afterSeq  bool            // --ag2-resume=after-seq: a first resume replays only what follows its seq
 
 	streams drain.Group // one per socket's follow goroutine
 
@@ -88,7 +93,7 @@ func New(env protocol.Env) (*Handler, error) {
 	}
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Model,
-		legacy: env.AG2.LegacyTypes, rate: r, burst: max(env.AG2.Burst, 1),
+		legacy: env.AG2.LegacyTypes, afterSeq: env.AG2.ResumeAfterSeq, rate: r, burst: max(env.AG2.Burst, 1),
 		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{}}
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names

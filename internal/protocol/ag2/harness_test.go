@@ -67,6 +67,11 @@ type client struct {
 	t    testing.TB
 	ws   *websocket.Conn
 	chat string
+	// keeping and held: the client kept what it showed, and drops the
+	// replayed frames up to seq held until the resume's boundary
+	// (resumeKeeping).
+	keeping bool
+	held    int
 }
 
 // dial opens a socket on chat (a new one when chat is "") of the default
@@ -129,6 +134,17 @@ func (c *client) resume(last int) {
 	c.send(ag2api.ClientResume{Type: ag2api.TypeClientResume, ChatID: &c.chat, LastClientIndex: &last})
 }
 
+// resumeKeeping resumes as a client that kept the frames up to last on
+// screen does (agentwire's TypeScript client): under the default
+// --ag2-resume=transcript a new socket's first resume replays the chat
+// from its start, the frames up to last first, and the client drops
+// those.
+func (c *client) resumeKeeping(last int) {
+	c.t.Helper()
+	c.keeping, c.held = true, last
+	c.resume(last)
+}
+
 // got is one received frame: the decoded message and its envelope.
 type got struct {
 	msg    ag2api.Outbound
@@ -147,9 +163,17 @@ func (g got) str(key string) string {
 // next reads, checks and decodes the next frame.
 func (c *client) next() got {
 	c.t.Helper()
-	g, err := c.tryNext()
-	require.NoError(c.t, err)
-	return g
+	for {
+		g, err := c.tryNext()
+		require.NoError(c.t, err)
+		if c.keeping && g.typ == ag2api.TypeChatResumeBoundary {
+			c.keeping = false
+		}
+		if c.keeping && g.replay && g.seq <= c.held {
+			continue
+		}
+		return g
+	}
 }
 
 func (c *client) tryNext() (got, error) {
@@ -271,7 +295,9 @@ func ofType(frames []got, typ string) []got {
 // checkSeqs checks that the frames that carry a seq carry increasing ones,
 // but for the frames one event shows as: an input request's prompt as a
 // chat.text, then the chat.input_request; a UI component's chat.tool_call,
-// then its ui_tool_event.
+// then its ui_tool_event; in a replay, an answer as a chat.text, then its
+// chat.input_ack, and a failed run's chat.error, then its
+// chat.run_complete.
 func checkSeqs(t testing.TB, frames []got) {
 	t.Helper()
 	last, lastType := 0, ""
@@ -280,7 +306,9 @@ func checkSeqs(t testing.TB, frames []got) {
 			continue
 		}
 		pair := lastType == ag2api.TypeChatText && f.typ == ag2api.TypeChatInputRequest ||
-			lastType == ag2api.TypeChatToolCall && f.typ == ag2api.TypeUIToolEvent
+			lastType == ag2api.TypeChatToolCall && f.typ == ag2api.TypeUIToolEvent ||
+			f.replay && lastType == ag2api.TypeChatText && f.typ == ag2api.TypeChatInputAck ||
+			f.replay && lastType == ag2api.TypeChatError && f.typ == ag2api.TypeChatRunComplete
 		if f.seq == last && pair {
 			lastType = f.typ
 			continue

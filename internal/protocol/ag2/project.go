@@ -78,6 +78,12 @@ type projector struct {
 	usage    map[string]*runUsage               // run → its token use so far
 	progress map[string]float64                 // call id → last known percent
 
+	// answers shows a person's answers to input and approval requests as
+	// their text (a replay's projector, see replaying); secret is the
+	// requests whose answer is not shown.
+	answers bool
+	secret  map[string]bool
+
 	mu        sync.Mutex
 	pending   map[string]pend
 	artifacts map[string]*artifact // by UI request id
@@ -97,6 +103,58 @@ func newProjector(chat string, p *prices, model string) *projector {
 type pend struct {
 	k   kind
 	seq int64
+}
+
+// replaying makes p a replay's projector, which shows what a person
+// answered, and returns p. Live, the socket that answered shows the
+// answer as the user typed it; a replay's client may show nothing of it
+// (ChatUI after a reload), so there it is a chat.text of agent "user", as
+// a user turn is. The answer to a secret request is not shown.
+func (p *projector) replaying() *projector {
+	p.answers, p.secret = true, map[string]bool{}
+	return p
+}
+
+// answered is the frames of a person's answer: the answer as a chat.text
+// of agent "user" when p shows answers and there is text to show, then
+// ack.
+func (p *projector) answered(seq int64, id, text string, ack ag2api.Outbound) []frame {
+	out := []frame{{seq: seq, msg: ack}}
+	hidden := p.secret[id]
+	delete(p.secret, id)
+	if !p.answers || hidden || strings.TrimSpace(text) == "" {
+		return out
+	}
+	return append([]frame{{seq: seq, msg: ag2api.NewText(ag2api.TextData{ChatID: p.chat, Agent: "user", Content: text, Seq: int(seq)})}}, out...)
+}
+
+// transcriptFrames is frames without what would ask again a request
+// that is no longer pending: its chat.input_request and its component's
+// ui_tool_event are left out, and its chat.tool_call no longer awaits a
+// response.
+func (p *projector) transcriptFrames(frames []frame) []frame {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := frames[:0:0]
+	for _, fr := range frames {
+		switch m := fr.msg.(type) {
+		case ag2api.InputRequest:
+			if _, ok := p.pending[m.Data.RequestID]; !ok {
+				continue
+			}
+		case ag2api.UIToolEvent:
+			if _, ok := p.pending[m.Data.EventID]; !ok {
+				continue
+			}
+		case ag2api.ToolCall:
+			if _, ok := p.pending[m.Data.Corr]; !ok && m.Data.AwaitingResponse {
+				m.Data.AwaitingResponse = false
+				fr.msg = m
+			}
+		}
+		out = append(out, fr)
+	}
+	return out
 }
 
 // inWorkflow sets the workflow the UI tool frames name, and returns p.
@@ -168,7 +226,8 @@ func (p *projector) project(e event.Event) []frame {
 		return p.asked(seq, v.Agent, d)
 	case event.ToolApprovalResolved:
 		p.clearPending(v.CallID)
-		return one(ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.CallID, Corr: v.CallID, Seq: int(seq)}))
+		return p.answered(seq, v.CallID, decisionText[v.Decision],
+			ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.CallID, Corr: v.CallID, Seq: int(seq)}))
 	case event.ToolExecStarted:
 		if v.Name == uiTool {
 			p.uiRuns = append(p.uiRuns, v.CallID)
@@ -185,6 +244,9 @@ func (p *projector) project(e event.Event) []frame {
 		return p.toolDone(seq, v)
 	case event.InputRequested:
 		p.setPending(v.RequestID, kindInput, seq)
+		if v.Secret && p.answers {
+			p.secret[v.RequestID] = true
+		}
 		d := ag2api.InputRequestData{ChatID: p.chat, RequestID: v.RequestID, Corr: v.RequestID, Prompt: v.Prompt,
 			Password: new(v.Secret), Seq: int(seq)}
 		if v.Agent != "" {
@@ -196,7 +258,8 @@ func (p *projector) project(e event.Event) []frame {
 		return p.asked(seq, v.Agent, d)
 	case event.InputProvided:
 		p.clearPending(v.RequestID)
-		return one(ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.RequestID, Corr: v.RequestID, Seq: int(seq)}))
+		return p.answered(seq, v.RequestID, v.Text,
+			ag2api.NewInputAck(ag2api.InputAckData{ChatID: p.chat, RequestID: v.RequestID, Corr: v.RequestID, Seq: int(seq)}))
 	case event.InputTimedOut:
 		p.mu.Lock()
 		k := p.pending[v.RequestID].k

@@ -15,8 +15,10 @@ import (
 	"github.com/agentwire/agentwire/generated/ag2api"
 )
 
+// TestResumeReplaysThenBoundaryThenLive: the document's reading
+// (--ag2-resume=after-seq); transcript_test.go has the default's.
 func TestResumeReplaysThenBoundaryThenLive(t *testing.T) {
-	h := start(t, testConfig(t))
+	h := start(t, testConfig(t, "--ag2-resume=after-seq"))
 	c := h.dial("")
 	c.say("echo first")
 	live := c.turn()
@@ -135,7 +137,7 @@ func TestResumeAcrossARestartLosesNothingAndDoublesNothing(t *testing.T) {
 
 	h2 := startNoLeakCheck(t, cfg)
 	c2 := h2.dial(chat)
-	c2.resume(first[len(first)-1].seq)
+	c2.resumeKeeping(first[len(first)-1].seq)
 	rest := c2.until(ag2api.TypeChatResumeBoundary)
 	rest = rest[:len(rest)-1]
 	all := append(append([]got{}, first...), rest...)
@@ -192,8 +194,8 @@ func concatPrints(frames []got) string {
 }
 
 // A socket that joins a chat while it streams and resumes at once gets
-// the frames after its index, then the live ones, each once and in seq
-// order, with nothing missing.
+// the frames after its index (those it keeps of the transcript), then the
+// live ones, each once and in seq order, with nothing missing.
 func TestResumeWhileTheChatStreams(t *testing.T) {
 	h := start(t, testConfig(t))
 	a := h.dial("")
@@ -203,7 +205,7 @@ func TestResumeWhileTheChatStreams(t *testing.T) {
 		first = append(first, a.next())
 	}
 	b := h.dial(a.chat)
-	b.resume(first[len(first)-1].seq)
+	b.resumeKeeping(first[len(first)-1].seq)
 	var rest []got
 	for {
 		f := b.next()
@@ -226,7 +228,8 @@ func TestResumeWhileTheChatStreams(t *testing.T) {
 // socket that never dropped received: the reply's words exactly once, in
 // order, the same frames of every other kind, and seqs that only increase.
 // (A resume sends what a client missed of a message as one chat.print, so
-// the live part sees fewer resumes than the reply has words.)
+// the live part sees fewer resumes than the reply has words.) The clients
+// keep what they had, and drop the part of each transcript they hold.
 func TestResumeAtRandomPositions(t *testing.T) {
 	h := start(t, testConfig(t))
 	seed := time.Now().UnixNano()
@@ -270,7 +273,7 @@ func TestResumeAtRandomPositions(t *testing.T) {
 	resumes := 0
 	for ; !ended; resumes++ {
 		r := h.dial(c.chat)
-		r.resume(lastSeq(frames))
+		r.resumeKeeping(lastSeq(frames))
 		ended = read(r, 1+rng.IntN(4), &frames)
 		r.close()
 	}
@@ -293,7 +296,7 @@ func TestResumeAtRandomPositions(t *testing.T) {
 	for range 200 {
 		at := rng.IntN(len(prints))
 		r := h.dial(c.chat)
-		r.resume(prints[at].seq)
+		r.resumeKeeping(prints[at].seq)
 		var rest []got
 		require.True(t, read(r, -1, &rest))
 		r.close()

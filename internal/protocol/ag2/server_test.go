@@ -456,7 +456,7 @@ func TestShutdownCancelsTheRunAndResumeShowsIt(t *testing.T) {
 
 	h2 := startNoLeakCheck(t, cfg)
 	c2 := h2.dial(c.chat)
-	c2.resume(first[len(first)-1].seq)
+	c2.resumeKeeping(first[len(first)-1].seq)
 	rest := c2.until(ag2api.TypeChatResumeBoundary)
 	all := append(first, rest[:len(rest)-1]...)
 	checkSeqs(t, all)

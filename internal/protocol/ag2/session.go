@@ -111,14 +111,26 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 			hold.Stop()
 		}
 	}()
+	// live is whether a frame of the chat's stream has been sent live on
+	// this socket, and resumed whether a resume was served: until either,
+	// a resume may come from a client that shows nothing of the chat yet
+	// (ChatUI after a reload), and gets the transcript unless
+	// --ag2-resume=after-seq (replay).
+	live, resumed := false, false
 	release := func() {
 		if holding {
 			holding = false
 			for _, fr := range held {
 				s.send(fr, false)
+				live = live || fr.seq > 0
 			}
 			held = nil
 		}
+	}
+	serve := func(n int64) {
+		holding, held = false, nil
+		s.replay(ctx, n, last, !s.h.afterSeq && !live && !resumed)
+		resumed = true
 	}
 	for {
 		// A resume waits until the history up to head is projected, so it
@@ -143,8 +155,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 			// are in its replay.
 			select {
 			case n := <-resume:
-				holding, held = false, nil
-				s.replay(ctx, n, last)
+				serve(n)
 			default:
 				release()
 			}
@@ -152,8 +163,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 			release()
 		case n := <-resume:
 			// The frames held are in the replay.
-			holding, held = false, nil
-			s.replay(ctx, n, last)
+			serve(n)
 		case <-f.Ready():
 			// Between events, so that a resume above meets the live
 			// frames with no gap and no duplicate.
@@ -199,20 +209,31 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 				for _, fr := range frames {
 					s.send(fr, false)
+					live = live || fr.seq > 0
 				}
 			}
 		}
 	}
 }
 
-// replay sends the frames of the events after seq after, up to seq upto
-// (the last event this socket has projected), marked replay:true, then
+// replay sends the frames of the chat's events up to seq upto (the last
+// event this socket has projected), marked replay:true, then
 // chat.resume_boundary. It projects the chat from its first event with a
 // projector of its own, and coalesces the contiguous chat.print deltas of
 // one message into one frame.
-func (s *session) replay(ctx context.Context, after, upto int64) {
-	p := newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow)
-	var all, out []frame
+//
+// Without transcript it sends the frames of the events after seq after
+// (the document's reading of client.resume). With transcript it sends the
+// chat from its start (what ChatUI needs to show the conversation again
+// after a reload): the frames up to after, then those after it, each part
+// coalesced on its own, so that a client that kept what it showed drops
+// the replayed frames whose seq is at most after and is left with exactly
+// the other reading's frames. A transcript asks no answered request
+// again: transcriptFrames leaves out the requests and components of the
+// requests no longer pending.
+func (s *session) replay(ctx context.Context, after, upto int64, transcript bool) {
+	p := newProjector(s.chat, s.h.prices, s.h.model).inWorkflow(s.workflow).replaying()
+	var before, out []frame
 	for seq := int64(0); seq < upto; {
 		evs, err := s.h.core.Read(ctx, s.chat, seq, readPage)
 		if err != nil {
@@ -233,19 +254,34 @@ func (s *session) replay(ctx context.Context, after, upto int64) {
 			}
 			seq = e.Seq
 			frames := p.Project(e)
-			all = append(all, frames...)
+			for i, fr := range frames {
+				// A replayed chat.error carries the seq of the event it
+				// reports too, so that every replayed frame says which side
+				// of lastClientIndex it is on.
+				if m, ok := fr.msg.(ag2api.ChatError); ok && m.Data.Seq == nil {
+					m.Data.Seq = new(int(e.Seq))
+					frames[i].msg = m
+				}
+			}
 			if e.Seq > after {
 				out = append(out, frames...)
+			} else {
+				before = append(before, frames...)
 			}
 		}
 	}
-	total, replayed, lastIndex := 0, 0, 0
-	for _, fr := range coalesce(all) {
+	total := 0
+	for _, fr := range coalesce(append(append([]frame(nil), before...), out...)) {
 		if fr.seq > 0 {
 			total++
 		}
 	}
-	for _, fr := range coalesce(out) {
+	send := coalesce(out)
+	if transcript {
+		send = p.transcriptFrames(append(coalesce(before), send...))
+	}
+	replayed, lastIndex := 0, 0
+	for _, fr := range send {
 		if fr.seq > 0 {
 			replayed++
 			lastIndex = int(fr.seq)

@@ -54,7 +54,7 @@ func tour(t *testing.T, h *harness, prompt string) []got {
 				c.close()
 				chat := c.chat
 				c = h.dial(chat)
-				c.resume(lastSeq)
+				c.resumeKeeping(lastSeq)
 			}
 		case ag2api.ToolCall:
 			key := m.Data.Corr + "/" + string(m.Data.Payload)

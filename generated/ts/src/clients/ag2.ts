@@ -25,13 +25,18 @@ export interface Ag2Options extends ConnectOptions {
 /**
  * An AG2 socket. The client keeps the seq of the last frame it received
  * (lastSeq); reconnect opens a new socket and sends client.resume with
- * it, so the server replays exactly the frames missed (marked
- * replay: true), then chat.resume_boundary, then live frames.
+ * it, and the handlers get exactly the frames missed (marked
+ * replay: true), then chat.resume_boundary, then live frames. (A server
+ * that replays the whole transcript on a socket's first resume, as
+ * agentwire does by default for ChatUI, sends the frames already held
+ * first, each with its seq: the client leaves them out.)
  */
 export class Ag2Client extends Socket<ag2.ClientMessage, ag2.ServerMessage> {
   /** The seq of the last frame received (0: none). */
   lastSeq: number;
   readonly chatId: string;
+  /** While a replay runs, the lastClientIndex it was asked from: replayed frames up to it are already held. */
+  private held = -1;
 
   private constructor(url: string, opts: Ag2Options) {
     super(url, opts.token);
@@ -70,7 +75,17 @@ export class Ag2Client extends Socket<ag2.ClientMessage, ag2.ServerMessage> {
 
   /** Sends client.resume: replay every frame after lastClientIndex (the client's lastSeq by default). */
   resume(lastClientIndex = this.lastSeq): void {
+    this.held = lastClientIndex;
     this.send({ type: "client.resume", chat_id: this.chatId, lastClientIndex });
+  }
+
+  protected override accept(f: ag2.ServerMessage): boolean {
+    if (f.type === "chat.resume_boundary") {
+      this.held = -1;
+      return true;
+    }
+    const seq = (f.data as { seq?: unknown }).seq;
+    return !(f.replay === true && typeof seq === "number" && seq <= this.held);
   }
 
   /** A new user turn. */

@@ -209,6 +209,11 @@ export class Socket<Out extends Frame, In extends Frame> {
     return undefined;
   }
 
+  /** Whether a frame reaches the handlers; a protocol's client leaves out frames it already holds. */
+  protected accept(_frame: In): boolean {
+    return true;
+  }
+
   private dispatch(data: unknown): void {
     let frame: In;
     try {
@@ -218,6 +223,7 @@ export class Socket<Out extends Frame, In extends Frame> {
       this.fail(new Error(`a frame that is not JSON: ${String(err)}`));
       return;
     }
+    if (!this.accept(frame)) return;
     for (const h of [...this.anyHandlers, ...(this.handlers.get(frame.type) ?? [])]) {
       try {
         h(frame);
