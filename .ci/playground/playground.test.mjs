@@ -12,7 +12,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname, resolve } from 'node:path';
@@ -196,6 +196,46 @@ for (const proto of Object.keys(approvals)) {
   });
 }
 
+// Questions and UI components, answered where each protocol answers them:
+// AG2 and Loom show a question with a field to answer in; AgentLoop takes
+// the next message as the answer; AG2 renders a UI component's options.
+test('questions and UI components', async () => {
+  const ctx = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  try {
+    const page = await open(ctx);
+    await page.fill('#token', key);
+    for (const proto of ['ag2', 'loom', 'agentloop']) {
+      await page.selectOption('#protocol', proto);
+      await page.click('#new-thread');
+      await connected(page, proto);
+      await page.selectOption('#scenario', 'demo input');
+      assert.equal(await page.inputValue('#message'), 'demo input', 'the scenario picker fills the message');
+      await page.click('#send');
+      if (proto === 'agentloop') {
+        await shows(page, '.msg.agent', 'Your next message answers this question');
+        await say(page, 'Ada ' + proto);
+      } else {
+        await page.fill('.request.input:not(.answered) input', 'Ada ' + proto, { timeout: wait });
+        await page.press('.request.input:not(.answered) input', 'Enter');
+        await page.waitForSelector('.request.input.answered', { timeout: wait });
+      }
+      await shows(page, '.msg.agent', `Nice to meet you, Ada ${proto}!`);
+      await noInvalidFrames(page, proto + ' question');
+    }
+    await page.selectOption('#protocol', 'ag2');
+    await page.click('#new-thread');
+    await connected(page, 'ag2');
+    await say(page, 'demo ui');
+    await page.click('.request.ui:not(.answered) button[data-answer="green"]', { timeout: wait });
+    await shows(page, '.msg.agent', 'Your frontend answered');
+    await shows(page, '.msg.agent', 'green');
+    await noInvalidFrames(page, 'ag2 UI component');
+    await page.screenshot({ path: join(shots, 'ag2-ui.png') });
+  } finally {
+    await ctx.close();
+  }
+});
+
 test('one thread through all five protocols, then an invalid frame is marked', async () => {
   const ctx = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
   try {
@@ -260,4 +300,48 @@ test('a wrong token is refused, and the page says so', async () => {
   } finally {
     await ctx.close();
   }
+});
+
+// The README's steps for a fresh TypeScript project: pack generated/ts,
+// install the tarball, `tsc --init` with its defaults (strict, and
+// exactOptionalPropertyTypes) and type-check the README's example with it.
+// It uses the TypeScript that .ci/lint installs (CI's lint step).
+test("the README's fresh TypeScript project type-checks against the package", async (t) => {
+  const tsc = join(root, '.ci', 'lint', 'node_modules', '.bin', 'tsc');
+  if (!existsSync(tsc)) {
+    t.skip('no TypeScript: run npm ci in .ci/lint first');
+    return;
+  }
+  const dir = join(tmp, 'fresh');
+  mkdirSync(join(dir, 'my-app'), { recursive: true });
+  const run = (cmd, args, cwd) => {
+    const r = spawnSync(cmd, args, { cwd, encoding: 'utf8' });
+    assert.equal(r.status, 0, `${cmd} ${args.join(' ')}:\n${r.stdout}\n${r.stderr}`);
+    return r;
+  };
+  run('npm', ['pack', '--pack-destination', dir, '--loglevel=error'], join(root, 'generated', 'ts'));
+  const tgz = readdirSync(dir).find((f) => f.endsWith('.tgz'));
+  assert.ok(tgz, 'npm pack wrote a tarball');
+  const app = join(dir, 'my-app');
+  writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-app', version: '1.0.0', type: 'module' }));
+  run('npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', join(dir, tgz)], app);
+  run(tsc, ['--init', '--strict', '--module', 'nodenext', '--target', 'es2022', '--lib', 'es2022,dom', '--noEmit'], app);
+  writeFileSync(join(app, 'main.ts'), `import { AgentChatClient, type agentchat } from "@agentwire/protocols";
+
+const c = await AgentChatClient.connect("ws://127.0.0.1:8080"); // { token } under --auth
+c.on("agent_message", (f: agentchat.AgentMessageEvent) => console.log(f.message));
+const reply = c.next("agent_message");
+c.chat("hello", crypto.randomUUID()); // the session_id is the thread: open it in the playground
+await reply;
+c.close();
+`);
+  run(tsc, ['-p', '.'], app);
+  // And a mistake is caught: a frame field misspelt.
+  writeFileSync(join(app, 'main.ts'), `import type { agentchat } from "@agentwire/protocols";
+const f: agentchat.ChatRequest = { type: "chat", mesage: "hi" };
+console.log(f);
+`);
+  const bad = spawnSync(tsc, ['-p', '.'], { cwd: app, encoding: 'utf8' });
+  assert.notEqual(bad.status, 0, 'a misspelt field fails to type-check');
+  assert.match(bad.stdout, /mesage/);
 });

@@ -211,6 +211,8 @@ function check(proto, kind, value) {
 
 let frames = 0;
 let invalid = 0;
+/** Frames listed per protocol. @type {Record<string, number>} */
+let perProto = {};
 
 /**
  * Lists a frame and marks it valid or invalid.
@@ -240,12 +242,17 @@ function record(dir, proto, kind, raw, note) {
   const v = /** @type {any} */ (value);
   const type = String(v?.type ?? v?.event ?? (kind === "ws" || kind === "sse" ? "?" : kind));
   li.dataset.type = type;
-  const head = document.createElement("div");
+  // One line per frame; the frame itself unfolds on a click (an invalid
+  // one is unfolded, with what is wrong).
+  const details = document.createElement("details");
+  details.open = !ok;
+  const head = document.createElement("summary");
   head.className = "head";
+  const inner = v?.type === "run_stream_event" ? ` ${v?.event?.type ?? ""}` : "";
   const parts = [
     ["dir", dir === "in" ? "←" : "→"],
     ["proto", proto],
-    ["kind", type + (note ? ` (${note})` : "")],
+    ["kind", type + inner + (note ? ` (${note})` : "")],
     ["verdict", ok ? "✓ " + verdict.schema.replace(/^.*\//, "") : "✗ invalid"],
   ];
   for (const [cls, text] of parts) {
@@ -254,7 +261,10 @@ function record(dir, proto, kind, raw, note) {
     s.textContent = text;
     head.append(s);
   }
-  li.append(head);
+  const pre = document.createElement("pre");
+  pre.textContent = value === undefined ? raw : JSON.stringify(value, null, 1);
+  details.append(head, pre);
+  li.append(details);
   if (!ok) {
     invalid++;
     const e = document.createElement("div");
@@ -262,12 +272,13 @@ function record(dir, proto, kind, raw, note) {
     e.textContent = verdict.errors.join("\n");
     li.append(e);
   }
-  const pre = document.createElement("pre");
-  pre.textContent = value === undefined ? raw : JSON.stringify(value, null, 1);
-  li.append(pre);
   const atEnd = frameList.scrollTop + frameList.clientHeight >= frameList.scrollHeight - 20;
   frameList.append(li);
   if (atEnd) frameList.scrollTop = frameList.scrollHeight;
+  perProto[proto] = (perProto[proto] ?? 0) + 1;
+  el("frame-summary").textContent = Object.entries(perProto)
+    .map(([p, n]) => `${p} ${n}`)
+    .join(" · ");
   el("frame-count").textContent = String(frames);
   const ic = el("invalid-count");
   ic.dataset.count = String(invalid);
@@ -1142,6 +1153,8 @@ async function start() {
     frameList.replaceChildren();
     frames = 0;
     invalid = 0;
+    perProto = {};
+    el("frame-summary").textContent = "";
     el("frame-count").textContent = "0";
     const ic = el("invalid-count");
     ic.dataset.count = "0";
