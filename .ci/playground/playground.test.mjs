@@ -237,7 +237,7 @@ test('questions and UI components', async () => {
 });
 
 test('one thread through all five protocols, then an invalid frame is marked', async () => {
-  const ctx = await browser.newContext({ viewport: { width: 1600, height: 1000 } });
+  const ctx = await browser.newContext({ viewport: { width: 1600, height: 1300 } });
   try {
     const page = await open(ctx);
     await page.fill('#token', key);
@@ -265,6 +265,10 @@ test('one thread through all five protocols, then an invalid frame is marked', a
     }
     await noInvalidFrames(page, 'five protocols');
     await page.screenshot({ path: join(shots, 'all-protocols.png') });
+    await page.selectOption('#frame-filter', 'ag2');
+    const visible = await page.$$eval('.frame', (l) => l.filter((e) => e.offsetParent !== null).map((e) => e.dataset.proto));
+    assert.ok(visible.length > 0 && visible.every((p) => p === 'ag2'), 'the filter lists one protocol\'s frames');
+    await page.selectOption('#frame-filter', '');
 
     // A frame the schema refuses (agent text without its message) is
     // marked invalid, and a good one is not.
@@ -275,6 +279,8 @@ test('one thread through all five protocols, then an invalid frame is marked', a
     await page.evaluate(() => window.agentwirePlayground.inject('not json'));
     await page.evaluate(() => window.agentwirePlayground.inject('{"type":"agent_message","message":"fine"}'));
     assert.equal(await page.getAttribute('#invalid-count', 'data-count'), '3');
+    await page.selectOption('#frame-filter', 'invalid');
+    assert.equal(await page.locator('.frame:visible').count(), 3, 'the filter lists the invalid frames only');
     const marks = await page.$$eval('.frame.invalid .errors', (l) => l.map((e) => e.textContent));
     assert.match(marks[0], /message is missing/);
     assert.match(marks[1], /extra is not allowed/);

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net"
@@ -51,7 +52,8 @@ func TestPlaygroundServed(t *testing.T) {
 		assert.Equal(t, ctype, resp.Header.Get("Content-Type"), path)
 		want, err := os.ReadFile(filepath.Join("..", "playground", "static", filepath.Base(path)))
 		require.NoError(t, err)
-		assert.Equal(t, string(want), string(body), "%s is the embedded file", path)
+		assert.True(t, bytes.Equal(want, body), "%s is internal/playground/static/%s (%d bytes served, %d in the file)",
+			path, filepath.Base(path), len(body), len(want))
 	}
 	resp, _ = get("/playground/tsconfig.json")
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "only the page's own files are served")

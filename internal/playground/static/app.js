@@ -564,6 +564,12 @@ async function renderHistory(thread, proto) {
     record("in", "threads", "Error", raw, "GET history: a new thread");
     return;
   }
+  if (res.status === 400 && proto !== "threads") {
+    // The threads API names threads by UUID; another id has no history there.
+    record("in", "threads", "Error", raw, "GET history: not a UUID");
+    view.notice("This thread id is not a UUID, so its history cannot be read over the threads API: only what happens from now on shows.");
+    return;
+  }
   if (!res.ok) {
     record("in", "threads", "Error", raw, `GET history ${res.status}`);
     view.error(`GET /api/v1/threads/${thread}: ${res.status} ${raw}`);
@@ -1149,6 +1155,10 @@ async function start() {
   // Switching protocols keeps the thread: the conversation continues.
   protocolSel.addEventListener("change", () => connect());
   threadInput.addEventListener("change", () => connect());
+  const filter = /** @type {HTMLSelectElement} */ (el("frame-filter"));
+  filter.addEventListener("change", () => {
+    frameList.dataset.filter = filter.value;
+  });
   el("clear-frames").addEventListener("click", () => {
     frameList.replaceChildren();
     frames = 0;
