@@ -589,7 +589,7 @@ async function renderHistory(thread, proto) {
         view.tool(c.tool_name, c.arguments);
         break;
       case "tool_result":
-        view.result(c.tool_result_id.startsWith("error-") ? "tool" : "tool", JSON.stringify(c.result), !c.tool_result_id.startsWith("error-"));
+        view.result("tool", JSON.stringify(c.result), !c.tool_result_id.startsWith("error-"));
         break;
     }
   }
@@ -849,6 +849,7 @@ function ag2(thread) {
   const c = {
     async open() {
       const path = "/ws/default/playground/" + encodeURIComponent(thread) + "/playground";
+      const seen = saved.ag2Seq[thread] ?? 0;
       c.ws = await dial(path, "ag2", (/** @type {Ag2In} */ f) => {
         const seq = /** @type {{seq?: unknown}} */ (f.data).seq;
         if (typeof seq === "number" && seq > (saved.ag2Seq[thread] ?? 0)) {
@@ -915,7 +916,10 @@ function ag2(thread) {
             view.notice(`next speaker: ${f.data.agent}`);
             break;
           case "chat.resume_boundary":
-            view.notice(`replayed ${f.data.replayed_messages ?? 0} frames of this chat`);
+            view.notice(
+              `replayed ${f.data.replayed_messages ?? 0} frames of this chat` +
+                (seen > 0 ? ` (this browser had seen it up to seq ${seen}; the page keeps no copy, so it asks for all of it)` : ""),
+            );
             break;
           case "chat.error":
             view.error(f.data.message);
