@@ -3,7 +3,7 @@ GO ?= go
 FUZZTIME ?= 30s
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test generate vet fuzz bench bench-e2e lint chatui-e2e
+.PHONY: run test generate vet fuzz bench bench-e2e lint chatui-e2e playground-e2e
 
 ## run: start the server on the embedded defaults (127.0.0.1:8080, SQLite in ./data);
 ## flags go in ARGS: make run ARGS='--addr 127.0.0.1:9090 --approval-policy auto-edit'
@@ -40,9 +40,17 @@ bench-e2e:
 chatui-e2e:
 	cd .ci/chatui && npm ci --no-audit --no-fund --loglevel=error && CHROMIUM=$(CHROMIUM) node --test
 
-## lint: the schema document linters CI runs, and tsc on the generated TypeScript (needs npm)
+## playground-e2e: the playground page (/) over every protocol in headless Chromium
+## against a real server (needs chromium and npm; CHROMIUM names the browser;
+## screenshots go to SHOTS, .ci/playground/shots by default)
+playground-e2e:
+	cd .ci/playground && npm ci --no-audit --no-fund --loglevel=error && CHROMIUM=$(CHROMIUM) node --test
+
+## lint: the schema document linters CI runs, and tsc on the generated TypeScript and the
+## playground's scripts (needs npm)
 lint:
 	cd .ci/lint && npm ci --no-audit --no-fund --loglevel=error
 	node .ci/lint/validate-asyncapi.mjs asyncapi/*.yaml
 	.ci/lint/node_modules/.bin/spectral lint --ruleset .ci/lint/.spectral.yaml --fail-severity=error asyncapi/*.yaml schemas/openapi/threads.yaml schemas/openapi/ag2.yaml
 	.ci/lint/node_modules/.bin/tsc --noEmit -p generated/ts
+	.ci/lint/node_modules/.bin/tsc -p internal/playground/static

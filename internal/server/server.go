@@ -32,6 +32,7 @@ import (
 	"github.com/agentwire/agentwire/internal/identity"
 	"github.com/agentwire/agentwire/internal/llm"
 	"github.com/agentwire/agentwire/internal/metrics"
+	"github.com/agentwire/agentwire/internal/playground"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
@@ -397,7 +398,22 @@ func (s *Server) handler(only string) http.Handler {
 	for _, p := range []string{"GET /openapi.yaml", "GET /openapi.json", "GET /asyncapi/", "GET /schemas/", "GET /reference/"} {
 		outer.Handle(p, docs)
 	}
-	outer.Handle("/", identity.Middleware(s.authn, s.caps.admitting(mux)))
+	inner := identity.Middleware(s.authn, s.caps.admitting(mux))
+	outer.Handle("/", inner)
+	if only == "" {
+		// The playground (internal/playground) at / of the main listener:
+		// a GET that is no WebSocket upgrade gets the page; an upgrade
+		// at / is still Loom's (its adapter's route).
+		page := playground.Handler(playground.Config{Auth: s.cfg.Auth, Protocols: s.protocolNames()})
+		outer.Handle("GET /{$}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isUpgrade(r) {
+				inner.ServeHTTP(w, r)
+				return
+			}
+			page.ServeHTTP(w, r)
+		}))
+		outer.Handle("GET /playground/", page)
+	}
 	return withConnID(tracing.Extract(s.guard.handler(outer)))
 }
 
@@ -421,11 +437,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "bus unavailable: reconnecting to NATS", http.StatusServiceUnavailable)
 		return
 	}
+	fmt.Fprintf(w, "ready: %s\n", strings.Join(s.protocolNames(), ", "))
+}
+
+// protocolNames are the names of the protocols served, in the registry's
+// order.
+func (s *Server) protocolNames() []string {
 	names := make([]string, len(s.adapters))
 	for i, a := range s.adapters {
 		names[i] = a.name
 	}
-	fmt.Fprintf(w, "ready: %s\n", strings.Join(names, ", "))
+	return names
 }
 
 // Start binds every listener and serves in the background: the main one,
@@ -577,6 +599,7 @@ func (s *Server) Banner() string {
 	for _, proto := range slices.Sorted(maps.Keys(s.cfg.Listen)) {
 		fmt.Fprintf(&b, "  %-10s also at the root of %s\n", proto, s.Addr(proto))
 	}
+	fmt.Fprintf(&b, "  playground http://%s/ (a page in the browser: every protocol, its frames checked against the schemas)\n", main)
 	fmt.Fprintf(&b, "  health     http://%s/healthz\n", main)
 	if d := s.DebugAddr(); d != "" {
 		fmt.Fprintf(&b, "  debug      http://%s/debug/pprof/, /debug/vars and /debug/metrics (profiler and runtime metrics; loopback only)\n", d)

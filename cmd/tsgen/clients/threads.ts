@@ -53,7 +53,7 @@ export class ThreadsClient {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
       body: JSON.stringify(body),
-      signal,
+      signal: signal ?? null,
     });
     yield* this.read(threadId, res);
   }
@@ -66,7 +66,7 @@ export class ThreadsClient {
   async *events(threadId: string, lastEventId = this.lastEventId.get(threadId), signal?: AbortSignal): AsyncGenerator<threads.StreamEvent> {
     const headers: Record<string, string> = { Accept: "text/event-stream" };
     if (lastEventId !== undefined) headers["Last-Event-ID"] = lastEventId;
-    const res = await this.request(this.url(threadId) + "/events", { headers, signal });
+    const res = await this.request(this.url(threadId) + "/events", { headers, signal: signal ?? null });
     yield* this.read(threadId, res);
   }
 
@@ -112,7 +112,7 @@ export class ThreadsClient {
 export interface RawEvent {
   event: string;
   data: string;
-  id?: string;
+  id?: string | undefined;
 }
 
 /** Reads a text/event-stream body (the WHATWG rules: fields, comments, CRLF, multi-line data). */

@@ -21,9 +21,10 @@ var Registration = protocol.Registration{
 var _ protocol.Adapter = (*Handler)(nil)
 
 // Mount implements protocol.Adapter: Loom is served at /loom; at / (the
-// route of `loom serve`) it takes WebSocket upgrade requests and leaves
-// every other request to what / answered before (404); on a listener of
-// its own it is served at the root.
+// route of `loom serve`) it takes WebSocket upgrade requests and answers
+// 404 to every other request (the server's main listener serves its
+// playground page there before this route sees a plain GET); on a
+// listener of its own it is served at the root.
 func (h *Handler) Mount(mux *http.ServeMux, own bool) {
 	mux.Handle("GET "+loomapi.Address, h)
 	if own {

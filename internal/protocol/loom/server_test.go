@@ -285,7 +285,8 @@ func TestRunFailureSendsErrorThenCloses(t *testing.T) {
 }
 
 // Loom is served at /loom and / of the main listener and at the root of
-// its own listener; / still answers 404 to a plain GET.
+// its own listener; a plain GET of / on the main listener gets the
+// playground page (internal/playground), not Loom.
 func TestServedAtLoomRootAndOwnListener(t *testing.T) {
 	h := start(t, testConfig(t, "--listen", "loom=127.0.0.1:0"))
 	for _, u := range []string{
@@ -301,7 +302,7 @@ func TestServedAtLoomRootAndOwnListener(t *testing.T) {
 	}
 	resp, err := httpGet("http://" + h.srv.Addr("main") + "/")
 	require.NoError(t, err)
-	assert.Equal(t, 404, resp)
+	assert.Equal(t, 200, resp, "the playground")
 	resp, err = httpGet("http://" + h.srv.Addr("main") + "/healthz")
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp)
