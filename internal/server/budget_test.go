@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -179,4 +180,43 @@ func TestBadBudgetsFileRefusesToStart(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), budgets)
 	assert.Contains(t, err.Error(), "prices")
+}
+
+// Two servers sharing a PostgreSQL database hold a principal to one
+// budget: what its turn on one node spent refuses its next turn on the
+// other, in another thread.
+func TestBudgetHoldsAcrossNodes(t *testing.T) {
+	base := os.Getenv("AGENTWIRE_TEST_POSTGRES_URL")
+	if base == "" {
+		t.Skip("AGENTWIRE_TEST_POSTGRES_URL not set: no PostgreSQL to test against")
+	}
+	schema := "budget_" + strings.ToLower(event.NewID())
+	conn, err := pgx.Connect(t.Context(), base)
+	require.NoError(t, err)
+	_, err = conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(t.Context()))
+	t.Cleanup(func() {
+		if conn, err := pgx.Connect(context.Background(), base); err == nil {
+			_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			_ = conn.Close(context.Background())
+		}
+	})
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	budgets := filepath.Join(t.TempDir(), "budgets.yaml")
+	require.NoError(t, os.WriteFile(budgets, []byte("principals:\n  anonymous: {tokens_per_month: 1}\n"), 0o644))
+	node := func(name string) *servertest.Server {
+		return servertest.Start(t, servertest.Config(t, "--database-url", base+sep+"search_path="+schema, "--node-id", name,
+			"--budgets", budgets, "--scenario", "testdata/agentchat.yaml"), servertest.Options{})
+	}
+	a, b := node("a"), node("b")
+
+	first := threadsTurn(t, a.Addr("main"), "echo one", "event: done", "event: error")
+	assert.Contains(t, first, "event: done", "the first turn, on node a, passes")
+	second := threadsTurn(t, b.Addr("main"), "echo two", "event: done", "event: error")
+	assert.Contains(t, second, "event: error", "the next, on node b, is refused")
+	assert.Contains(t, second, "tokens_per_month")
 }
