@@ -117,6 +117,10 @@ type Config struct {
 	// people; nil counts nothing. (Model calls are counted around the
 	// model: see internal/server.)
 	Metrics *metrics.Metrics
+	// Budget, when set, is asked before each model call of a run whether
+	// the thread's principal has budget left (budget.go), and prices each
+	// call's usage event; nil limits nothing and prices nothing.
+	Budget Budget
 }
 
 // Agent runs the ReAct loop. It is safe for concurrent runs.
@@ -455,8 +459,10 @@ func (r *run) loop(ctx context.Context, observe bool) (string, error) {
 }
 
 // end writes the run's last event for err: cancelled when ctx is done (or a
-// person stopped the run), else failed with code.
+// person stopped the run); for a call a budget refused, budget.exceeded
+// and run.failed with CodeBudgetExceeded; else failed with code.
 func (r *run) end(ctx context.Context, err error, code string) {
+	var refused *budgetError
 	switch {
 	case errors.Is(context.Cause(ctx), errJournal):
 		// Nothing more can be recorded; Run makes a last attempt.
@@ -466,6 +472,10 @@ func (r *run) end(ctx context.Context, err error, code string) {
 		r.emit(event.RunCancelled{Reason: event.CodeDenied})
 	case ctx.Err() != nil:
 		r.emit(event.RunCancelled{Reason: "cancelled"})
+	case errors.As(err, &refused):
+		r.log.Info("run refused a model call: budget exceeded", "principal", refused.ex.Principal, "limit", refused.ex.Limit)
+		r.emit(refused.ex)
+		r.emit(event.RunFailed{Code: event.CodeBudgetExceeded, Message: refused.ex.Message})
 	default:
 		r.log.Warn("run failed", "err", err)
 		r.emit(event.RunFailed{Code: code, Message: err.Error()})

@@ -196,7 +196,7 @@ func (r *run) summarise(ctx context.Context, msgs []llm.Message) (string, error)
 		usage    *llm.Usage
 		finished bool
 	)
-	for ch, err := range streamTraced(ctx, r.model, req, "compaction") {
+	for ch, err := range r.call(ctx, r.model, req, "compaction") {
 		if err != nil {
 			return "", err
 		}
@@ -211,8 +211,9 @@ func (r *run) summarise(ctx context.Context, msgs []llm.Message) (string, error)
 		}
 	}
 	if usage != nil {
-		r.emit(event.Usage{PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
-			TotalTokens: usage.Total(), Purpose: event.PurposeSummary, Model: modelName(r.model)})
+		e := r.usage(r.model, *usage, event.PurposeSummary)
+		e.Model = modelName(r.model)
+		r.emit(e)
 	}
 	if !finished {
 		if err := ctx.Err(); err != nil {

@@ -444,7 +444,7 @@ func (g *groupChat) quiet(ctx context.Context, req llm.Request) (string, error) 
 	var usage []llm.Usage
 	finished := false
 	var err error
-	for ch, e := range streamTraced(ctx, g.model, req, "speaker selection") {
+	for ch, e := range g.r.call(ctx, g.model, req, "speaker selection") {
 		if e != nil {
 			err = e
 			break
@@ -459,7 +459,7 @@ func (g *groupChat) quiet(ctx context.Context, req llm.Request) (string, error) 
 		}
 	}
 	for _, u := range usage {
-		g.r.emit(event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(), Purpose: event.PurposeSelection})
+		g.r.emit(g.r.usage(g.model, u, event.PurposeSelection))
 	}
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()

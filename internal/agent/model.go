@@ -69,7 +69,7 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 		}
 	}
 	var streamErr error
-	for ch, err := range streamTraced(ctx, r.model, req, "step") {
+	for ch, err := range r.call(ctx, r.model, req, "step") {
 		if err != nil {
 			streamErr = err
 			break
@@ -131,7 +131,9 @@ func (r *run) stream(ctx context.Context, req llm.Request, purpose string) (llm.
 	endReasoning()
 	endMessage()
 	for _, u := range usage {
-		r.emit(event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(), Purpose: purpose, Model: modelName(r.model)})
+		e := r.usage(r.model, u, purpose)
+		e.Model = modelName(r.model)
+		r.emit(e)
 		if purpose == "" {
 			r.lastUsage = u
 		}

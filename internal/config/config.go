@@ -171,6 +171,10 @@ type Config struct {
 	// Prices is a YAML price table (USD per million tokens by model) that
 	// replaces the built-in one for usage costs.
 	Prices string
+	// Budgets is the budgets file: per-principal token and cost limits
+	// per day and month, checked before every model call (see
+	// internal/budget and docs/OPERATIONS.md); "" sets none.
+	Budgets string
 
 	// Provider credentials, read from their conventional variables.
 	OpenAIAPIKey    string
@@ -328,6 +332,7 @@ func defineFlags(fs *flag.FlagSet, c *Config) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (key=value pairs) or json (an object a line); lines of a connection carry its conn id, lines of a run its thread and run")
 	fs.StringVar(&c.Auth, "auth", "none", "authentication: none, keys (API keys from AGENTWIRE_API_KEYS or --api-keys-file) or jwt (--jwt-keys or AGENTWIRE_JWT_SECRET)")
+	fs.StringVar(&c.Budgets, "budgets", "", "YAML file of per-principal token and cost budgets per day and month, checked before every model call (see docs/OPERATIONS.md)")
 	fs.StringVar(&c.APIKeysFile, "api-keys-file", "", "file of principal=key lines for --auth keys ('#' comments)")
 	fs.StringVar(&c.JWTKeys, "jwt-keys", "", "PEM public keys (RSA, Ed25519) or a JWK Set file for --auth jwt")
 	fs.StringVar(&c.JWTAudience, "jwt-audience", "", "the audience a token must name, for --auth jwt")

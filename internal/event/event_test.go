@@ -50,6 +50,8 @@ func samples() []Payload {
 		GotExpanded{NodeID: "n1", NodesAdded: 2, EdgesAdded: 1, NodeIDs: []string{"n1.a", "n1.b"}, Tasks: []string{"a", "b"}},
 		Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15, Cost: 0.01, Model: "gpt-4o", Purpose: PurposeSummary},
 		ContextCompacted{OldTokens: 100, NewTokens: 10, Strategy: "threshold", Summary: "s", KeptMessages: 3},
+		BudgetExceeded{Principal: "alice", Limit: "tokens_per_day", Window: "day", Kind: "tokens", Allowed: 1000, Spent: 1200,
+			Resets: "2026-11-28T00:00:00Z", Message: "over budget"},
 	}
 }
 

@@ -43,6 +43,9 @@ const (
 	// CodeDenied is the reason of a run.cancelled that a person stopped by
 	// denying a tool call (deny_stop).
 	CodeDenied = "denied"
+	// CodeBudgetExceeded ends a run refused a model call because its
+	// principal used up a budget (a budget.exceeded event precedes it).
+	CodeBudgetExceeded = "budget_exceeded"
 )
 
 // PurposeExplanation marks a message that explains a pending tool call.

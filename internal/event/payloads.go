@@ -58,6 +58,7 @@ const (
 	TypeGotExpanded           Type = "got.expanded"
 	TypeUsage                 Type = "usage"
 	TypeContextCompacted      Type = "context.compacted"
+	TypeBudgetExceeded        Type = "budget.exceeded"
 )
 
 // RunStarted records that a run began. Strategy is the reasoning strategy (react, dup, tot, got, group); Input is the user text that started it.
@@ -541,6 +542,31 @@ type ContextCompacted struct {
 // EventType implements Payload.
 func (ContextCompacted) EventType() Type { return TypeContextCompacted }
 
+// BudgetExceeded records that a run was refused a model call because its
+// principal (the thread's owner) has used up one of its budgets (see
+// internal/budget). The run.failed that follows, code budget_exceeded,
+// carries the same sentence as Message.
+type BudgetExceeded struct {
+	Principal string `json:"principal"`
+	// Limit names the budget: tokens_per_day, tokens_per_month,
+	// cost_per_day or cost_per_month.
+	Limit string `json:"limit"`
+	// Window is "day" or "month"; Kind is "tokens" or "cost" (USD).
+	Window string `json:"window"`
+	Kind   string `json:"kind"`
+	// Allowed is the budget; Spent what the principal's threads used in
+	// the window when the call was refused.
+	Allowed float64 `json:"allowed"`
+	Spent   float64 `json:"spent"`
+	// Resets is when the window ends and the budget is whole again, in
+	// RFC 3339, UTC.
+	Resets  string `json:"resets"`
+	Message string `json:"message"`
+}
+
+// EventType implements Payload.
+func (BudgetExceeded) EventType() Type { return TypeBudgetExceeded }
+
 func decodeAs[T Payload](data []byte) (Payload, error) {
 	var v T
 	err := json.Unmarshal(data, &v)
@@ -602,6 +628,7 @@ var registry = map[Type]decoder{
 	TypeGotExpanded:           payload[GotExpanded](),
 	TypeUsage:                 payload[Usage](),
 	TypeContextCompacted:      payload[ContextCompacted](),
+	TypeBudgetExceeded:        payload[BudgetExceeded](),
 }
 
 // ParseType returns the type named name: one of Types, without allocating,
@@ -662,4 +689,5 @@ var Types = []Type{
 	TypeGotExpanded,
 	TypeUsage,
 	TypeContextCompacted,
+	TypeBudgetExceeded,
 }

@@ -51,6 +51,9 @@ type Metrics struct {
 	previews     *prometheus.CounterVec
 	resubscribes *prometheus.CounterVec
 	pulls        prometheus.Gauge
+
+	budgetChecks   *prometheus.CounterVec
+	budgetRefusals *prometheus.CounterVec
 }
 
 // latency buckets, in seconds: from a tenth of a millisecond (a commit, a
@@ -107,6 +110,11 @@ func New() *Metrics {
 		resubscribes: f.counterVec("agentwire_resubscribes_total",
 			"Subscriptions that fell behind their queue or may have missed events and caught up from the log, by reason (slow, missed).", "reason"),
 		pulls: f.gauge("agentwire_subscriptions_open", "Subscriptions to threads open on this node."),
+
+		budgetChecks: f.counterVec("agentwire_budget_checks_total",
+			"Budget checks before model calls (--budgets), by result (allowed, refused, error: the spending could not be read).", "result"),
+		budgetRefusals: f.counterVec("agentwire_budget_refusals_total",
+			"Model calls refused because a principal's budget was used up, by window (day, month) and kind (tokens, cost).", "window", "kind"),
 	}
 }
 
@@ -244,6 +252,28 @@ func (m *Metrics) InputWaiting() (answered func()) {
 	}
 	m.inputs.Inc()
 	return m.inputs.Dec
+}
+
+// Results of a budget check (BudgetChecked).
+const (
+	BudgetAllowed = "allowed"
+	BudgetRefused = "refused"
+	BudgetError   = "error"
+)
+
+// BudgetChecked counts a budget check before a model call, by result.
+func (m *Metrics) BudgetChecked(result string) {
+	if m != nil {
+		m.budgetChecks.WithLabelValues(result).Inc()
+	}
+}
+
+// BudgetRefusal counts a model call refused by the budget of window (day,
+// month) and kind (tokens, cost).
+func (m *Metrics) BudgetRefusal(window, kind string) {
+	if m != nil {
+		m.budgetRefusals.WithLabelValues(window, kind).Inc()
+	}
 }
 
 // ModelCall records a model call that began at start: when its first

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/agent"
 	"github.com/agentwire/agentwire/internal/auth"
+	"github.com/agentwire/agentwire/internal/budget"
 	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/bus/local"
 	"github.com/agentwire/agentwire/internal/config"
@@ -146,6 +147,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 	if err := checkListen(cfg, registry); err != nil {
 		return nil, err
 	}
+	var bs *budget.Budgets // --budgets, read before anything starts
+	if cfg.Budgets != "" {
+		var err error
+		if bs, err = budget.Load(cfg.Budgets); err != nil {
+			return nil, err
+		}
+	}
 
 	s.node = cfg.NodeID
 	if s.node == "" {
@@ -221,6 +229,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		cfg.ContextWindow = llm.ContextWindow(cfg.Model)
 	}
 	liveDeltas, _ := cfg.LiveDeltaWindow() // checked by Validate
+	var budgets agent.Budget               // nil: no budgets
+	if bs != nil {
+		budgets = budget.NewChecker(budget.Config{Budgets: bs, Spending: s.store, Owners: s.store, Metrics: s.metrics})
+	}
 	ag := agent.New(agent.Config{
 		Model: model, Tools: toolset, Policy: tools.Judge{Policy: policy, Sandbox: s.box.Kind()}, MaxSteps: cfg.MaxSteps,
 		TotBranches: cfg.TotBranches, TotDepth: cfg.TotDepth, GraphParallel: cfg.GraphParallel,
@@ -232,6 +244,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts Options)
 		CoalesceDeltas:      cfg.CoalesceDeltas == "on" || (cfg.CoalesceDeltas == "auto" && cfg.Provider() != "scripted"),
 		LiveDeltas:          liveDeltas,
 		LiveDeltasUnwatched: max(liveDeltas, config.UnwatchedLiveDeltas),
+		Budget:              budgets,
 	})
 	workflows, err := workflow.New(cfg.Workflows)
 	if err != nil {

@@ -21,11 +21,32 @@ var (
 )
 
 // Store is what a server keeps in its database: the threads' event logs,
-// the claims on their runs, and whom each thread belongs to.
+// the claims on their runs, whom each thread belongs to, and what each
+// principal's model calls have used.
 type Store interface {
 	Log
 	Runs
 	Owners
+	Spending
+}
+
+// Spending reads what principals have spent on models, from the usage
+// events in their threads' logs: the log is the one record of it, so every
+// node sharing the store reads the same sums (internal/budget checks
+// budgets against them).
+type Spending interface {
+	// Spent sums the usage events (event.Usage: TotalTokens, Cost) of the
+	// threads principal owns whose Time is at or after each of since: one
+	// Spend per since, in order. A principal without threads or usage
+	// spent nothing.
+	Spent(ctx context.Context, principal string, since ...time.Time) ([]Spend, error)
+}
+
+// Spend is a sum of usage events.
+type Spend struct {
+	// Tokens sums their TotalTokens; Cost their Cost, in USD.
+	Tokens int64
+	Cost   float64
 }
 
 // Owners records the principal each thread belongs to: the one whose input

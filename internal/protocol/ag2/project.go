@@ -292,6 +292,10 @@ func (p *projector) project(e event.Event) []frame {
 			reason = "terminated"
 		}
 		return one(runComplete(p.chat, seq, reason))
+	case event.BudgetExceeded:
+		// The run.failed that follows (code budget_exceeded) carries the
+		// same message, as its chat.error.
+		return nil
 	case event.RunFailed:
 		delete(p.usage, e.Run)
 		p.endRequests()

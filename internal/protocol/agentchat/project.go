@@ -45,6 +45,10 @@ func (projector) Project(e event.Event) []agentchatapi.Outbound {
 			"\n(This connection cannot answer input requests; a client of a protocol that can, such as AG2 chat.*, can.)"))
 	case event.InputTimedOut:
 		return one(agentchatapi.NewErrorEvent("Nobody answered the agent's question in time."))
+	case event.BudgetExceeded:
+		// The run.failed that follows (code budget_exceeded) carries the
+		// same message, as its error.
+		return nil
 	case event.RunFailed:
 		return one(agentchatapi.NewErrorEvent(p.Message))
 	case event.RunCancelled:

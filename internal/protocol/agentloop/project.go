@@ -205,6 +205,10 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		}))
 	case event.RunCompleted:
 		return p.endRun(e, live, v.Reason, "", v.Reply)
+	case event.BudgetExceeded:
+		// The run.failed that follows (code budget_exceeded) carries the
+		// same message, as its system message and error.
+		return nil
 	case event.RunFailed:
 		return p.endRun(e, live, "", v.Code, v.Message)
 	case event.RunCancelled:

@@ -296,6 +296,10 @@ func (p *projector) Project(e event.Event) []loomapi.Outbound {
 			end.Usage, end.TotalUsage = tokenUsage(p.last), tokenUsage(p.total)
 		}
 		return []loomapi.Outbound{end}
+	case event.BudgetExceeded:
+		// The run.failed that follows (code budget_exceeded) carries the
+		// same message, as its error.
+		return nil
 	case event.RunFailed:
 		p.ended = failed
 		msg := v.Message

@@ -53,6 +53,10 @@ func (p *projector) shows(e event.Event) (ok, end bool) {
 		return pl.Text != "" && !p.explanations[pl.MessageID], false
 	case event.ToolCallCompleted, event.ToolExecCompleted:
 		return true, false
+	case event.BudgetExceeded:
+		// The run.failed that follows (code budget_exceeded) carries the
+		// same message, as the stream's error.
+		return false, false
 	case event.RunCompleted, event.RunFailed, event.RunCancelled:
 		return true, true
 	}

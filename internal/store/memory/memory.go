@@ -488,3 +488,36 @@ func (l *Log) ThreadOwner(ctx context.Context, thread string) (string, bool, err
 	owner, ok := l.owners[thread]
 	return owner, ok, nil
 }
+
+// Spent implements store.Spending.
+func (l *Log) Spent(ctx context.Context, principal string, since ...time.Time) ([]store.Spend, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(ctx); err != nil {
+		return nil, err
+	}
+	out := make([]store.Spend, len(since))
+	for id, owner := range l.owners {
+		t, ok := l.threads[id]
+		if owner != principal || !ok {
+			continue
+		}
+		for _, r := range t.records {
+			if r.typ != event.TypeUsage {
+				continue
+			}
+			p, err := event.DecodePayload(r.typ, r.data)
+			if err != nil {
+				return nil, fmt.Errorf("memory: thread %q seq %d: %w", id, r.event.Seq, err)
+			}
+			u := p.(event.Usage)
+			for i, from := range since {
+				if !r.event.Time.Before(from) {
+					out[i].Tokens += u.TotalTokens
+					out[i].Cost += u.Cost
+				}
+			}
+		}
+	}
+	return out, nil
+}

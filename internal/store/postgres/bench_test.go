@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -141,4 +142,17 @@ func BenchmarkReplay(b *testing.B) {
 		})
 		return n, err
 	})
+}
+
+func BenchmarkSpent(b *testing.B) {
+	for _, threads := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			s, err := postgres.Open(b.Context(), dbURL(b), postgres.Options{Schema: newSchema(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchSpent(b, s, threads)
+		})
+	}
 }

@@ -165,3 +165,16 @@ func BenchmarkReplay(b *testing.B) {
 		return n, nil
 	})
 }
+
+func BenchmarkSpent(b *testing.B) {
+	for _, threads := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			s, err := sqlite.Open(b.Context(), sqlite.Options{Dir: b.TempDir(), Synchronous: "NORMAL"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchSpent(b, s, threads)
+		})
+	}
+}

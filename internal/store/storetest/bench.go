@@ -231,3 +231,58 @@ func FillBig(ctx context.Context, l store.Log) error {
 	close(errs)
 	return <-errs
 }
+
+// BenchSpent measures Spent, what a budget check reads before each model
+// call, for a principal with threads threads of 100 events each (10 of
+// them usage), among another principal's as many: against a baseline of
+// ThreadOwner, one point read of the same store, measured in the same run.
+// It reports ns/op of Spent and its ratio to the baseline (x-point-read).
+func BenchSpent(b *testing.B, st store.Store, threads int) {
+	ctx := b.Context()
+	now := time.Now()
+	for _, who := range []string{"p", "q"} {
+		for i := range threads {
+			th := fmt.Sprintf("spent-%s-%05d", who, i)
+			if _, err := st.OwnThread(ctx, th, who); err != nil {
+				b.Fatal(err)
+			}
+			evs := make([]event.Event, 0, 100)
+			for j := range 100 {
+				var p event.Payload = BenchPayload()
+				if j%10 == 9 {
+					p = event.Usage{PromptTokens: 900, CompletionTokens: 100, TotalTokens: 1000, Cost: 0.001, Model: "m"}
+				}
+				evs = append(evs, event.Event{Run: "r", Time: now.Add(-time.Duration(100-j) * time.Minute), Payload: p})
+			}
+			if _, err := st.Append(ctx, th, evs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	since := []time.Time{now.Add(-24 * time.Hour), now.Add(-time.Hour)}
+	want := int64(threads) * 10 * 1000
+	measure := func(op func() error) time.Duration {
+		start := time.Now()
+		for range b.N {
+			if err := op(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	b.ResetTimer()
+	base := measure(func() error {
+		_, _, err := st.ThreadOwner(ctx, "spent-p-00000")
+		return err
+	})
+	spent := measure(func() error {
+		s, err := st.Spent(ctx, "p", since...)
+		if err == nil && s[0].Tokens != want {
+			err = fmt.Errorf("spent %d tokens, want %d", s[0].Tokens, want)
+		}
+		return err
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(spent.Nanoseconds())/float64(b.N), "ns/spent")
+	b.ReportMetric(float64(spent)/float64(base), "x-point-read")
+}

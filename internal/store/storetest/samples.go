@@ -92,6 +92,10 @@ func Sample(t event.Type) event.Payload {
 		return event.Usage{PromptTokens: 1200, CompletionTokens: 345, TotalTokens: 1545, Cost: 0.0123, Model: "gpt-4o-mini"}
 	case event.TypeContextCompacted:
 		return event.ContextCompacted{OldTokens: 90000, NewTokens: 4000, Strategy: "summary", Summary: "so far: ..."}
+	case event.TypeBudgetExceeded:
+		return event.BudgetExceeded{Principal: "alice", Limit: "cost_per_month", Window: "month", Kind: "cost",
+			Allowed: 25, Spent: 25.0042, Resets: "2026-12-01T00:00:00Z",
+			Message: "Budget exceeded: \"alice\" spent $25.0042 of $25 per month."}
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 	t.Run("RunQueue", s.runQueue)
 	t.Run("RunsAfterClose", s.runsAfterClose)
 	t.Run("Owners", s.owners)
+	t.Run("Spending", s.spending)
 }
 
 // delta returns a numbered message delta, the most common event.
