@@ -22,6 +22,9 @@ type Budget interface {
 	// Cost is the cost in USD of a call's tokens on model, which the
 	// call's usage event records.
 	Cost(model string, prompt, completion int64) float64
+	// Charge tells the budget that a call of a run of thread used tokens
+	// and cost, as its usage event records.
+	Charge(thread string, tokens int64, cost float64)
 }
 
 // budgetError is a model call refused by a budget: the run ends with the
@@ -73,6 +76,7 @@ func (r *run) usage(m llm.Model, u llm.Usage, purpose string) event.Usage {
 	e := event.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.Total(), Purpose: purpose}
 	if b := r.a.cfg.Budget; b != nil {
 		e.Cost = b.Cost(modelName(m), u.PromptTokens, u.CompletionTokens)
+		b.Charge(r.spec.Thread, e.TotalTokens, e.Cost)
 	}
 	return e
 }

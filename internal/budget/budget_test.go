@@ -172,15 +172,20 @@ prices: {"*": {input: 1, output: 1}}
 		require.NoError(t, err)
 		return ex
 	}
+	// Each change of the store's sums below is read once what the Checker
+	// read before is no longer fresh (TestCheckReadsSpendingWhenStale).
+	stale := func() { now = now.Add(6 * time.Second) }
 
 	assert.Nil(t, check("t-alice"), "nothing spent")
 	require.Len(t, fs.asked, 1)
 	assert.Equal(t, []time.Time{date(2026, 11, 1, 0, 0, 0, 0, time.UTC), date(2026, 11, 27, 0, 0, 0, 0, time.UTC)}, fs.asked[0],
 		"since the month's start and the day's")
 
+	stale()
 	fs.spent["alice"] = []store.Spend{{Tokens: 999, Cost: 0.5}, {Tokens: 999, Cost: 0.5}}
 	assert.Nil(t, check("t-alice"), "below every budget")
 
+	stale()
 	fs.spent["alice"] = []store.Spend{{Tokens: 1000, Cost: 0.5}, {Tokens: 1000, Cost: 0.5}}
 	ex := check("t-alice")
 	require.NotNil(t, ex, "a budget reached is used up")
@@ -188,12 +193,14 @@ prices: {"*": {input: 1, output: 1}}
 		Allowed: 1000, Spent: 1000, Resets: "2026-11-28T00:00:00Z", Message: ex.Message}, *ex)
 	assert.Equal(t, `Budget exceeded: "alice" has used 1000 tokens of its 1000 tokens a day (tokens_per_day). No more model calls until it resets at 2026-11-28T00:00:00Z.`, ex.Message)
 
+	stale()
 	fs.spent["alice"] = []store.Spend{{Tokens: 20000, Cost: 5.25}, {Tokens: 0, Cost: 1.5}}
 	ex = check("t-alice")
 	require.NotNil(t, ex)
 	assert.Equal(t, "tokens_per_month", ex.Limit, "the month's budget is named first: the day's end would not help")
 	assert.Equal(t, "2026-12-01T00:00:00Z", ex.Resets)
 
+	stale()
 	fs.spent["alice"] = []store.Spend{{Tokens: 5000, Cost: 4}, {Tokens: 0, Cost: 1.5}}
 	ex = check("t-alice")
 	require.NotNil(t, ex)
@@ -221,6 +228,7 @@ prices: {"*": {input: 1, output: 1}}
 	assert.Nil(t, check("t-alice"))
 	assert.Equal(t, date(2026, 11, 28, 0, 0, 0, 0, time.UTC), fs.asked[len(fs.asked)-1][1])
 
+	stale()
 	fs.err = errors.New("database gone")
 	_, err = c.Check(t.Context(), "t-alice") // its owner is known by now
 	assert.ErrorContains(t, err, "database gone")
@@ -239,4 +247,37 @@ prices: {"*": {input: 1, output: 1}}
 	assert.Equal(t, 4.0, checks("refused"))
 	assert.Equal(t, 4.0, checks("allowed"))
 	assert.Equal(t, 1.0, checks("error"))
+}
+
+// TestCheckReadsSpendingWhenStale: what a principal spent is read from the
+// store at most once in a while (a sum over the month's usage events),
+// and the calls charged meanwhile count at once.
+func TestCheckReadsSpendingWhenStale(t *testing.T) {
+	bs, err := budget.Parse([]byte(`principals: {"*": {tokens_per_day: 1000}}`))
+	require.NoError(t, err)
+	now := date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	fs := &fakeStore{owners: map[string]string{"t1": "alice", "t2": "alice"}, spent: map[string][]store.Spend{}}
+	c := budget.NewChecker(budget.Config{Budgets: bs, Spending: fs, Owners: fs, Now: func() time.Time { return now }})
+	check := func(thread string) *event.BudgetExceeded {
+		t.Helper()
+		ex, err := c.Check(t.Context(), thread)
+		require.NoError(t, err)
+		return ex
+	}
+
+	assert.Nil(t, check("t1"))
+	assert.Nil(t, check("t2"), "another thread of the same principal")
+	assert.Len(t, fs.asked, 1, "the spending is read once")
+
+	c.Charge("t1", 600, 0)
+	assert.Nil(t, check("t2"))
+	c.Charge("t2", 400, 0)
+	ex := check("t1")
+	require.NotNil(t, ex, "the calls charged count at once")
+	assert.Equal(t, 1000.0, ex.Spent)
+	assert.Len(t, fs.asked, 1)
+
+	now = now.Add(6 * time.Second)
+	assert.Nil(t, check("t1"), "read again: the store's sum (nothing, here) replaces what was charged")
+	assert.Len(t, fs.asked, 2)
 }

@@ -28,10 +28,27 @@ type Checker struct {
 	now      func() time.Time
 
 	// owner remembers threads' owners already read: a thread's owner
-	// never changes.
+	// never changes. spent remembers what principals spent, as read from
+	// the store and added to by Charge (see spentFresh).
 	mu    sync.Mutex
 	owner map[string]string
+	spent map[string]*spentEntry
 }
+
+// spentEntry is what a principal spent in a month and a day.
+type spentEntry struct {
+	month, day time.Time // the windows' starts it is for
+	read       time.Time // when it was read from the store
+	spent      [2]store.Spend
+}
+
+// spentFresh is how long what a principal spent, read from the store, is
+// used before it is read again: reading it sums the principal's usage
+// events of the month, which grows with its calls, so a check does not
+// read it on every model call. The calls made through this Checker are
+// added to it as they are made (Charge), so on one node a check counts
+// every call that ended; other nodes' calls count within spentFresh.
+const spentFresh = 5 * time.Second
 
 // maxKnownOwners bounds the owner cache; past it the cache starts over.
 const maxKnownOwners = 100_000
@@ -55,7 +72,7 @@ func NewChecker(cfg Config) *Checker {
 		cfg.Now = time.Now
 	}
 	return &Checker{budgets: cfg.Budgets, spending: cfg.Spending, owners: cfg.Owners, metrics: cfg.Metrics,
-		now: cfg.Now, owner: map[string]string{}}
+		now: cfg.Now, owner: map[string]string{}, spent: map[string]*spentEntry{}}
 }
 
 // limit is one budget of a principal's, in the order Check looks at them:
@@ -103,7 +120,7 @@ func (c *Checker) Check(ctx context.Context, thread string) (*event.BudgetExceed
 	}
 	now := c.now()
 	day, month := DayOf(now), MonthOf(now)
-	spent, err := c.spending.Spent(ctx, principal, month.Start, day.Start)
+	spent, err := c.spentBy(ctx, principal, month.Start, day.Start, now)
 	if err != nil {
 		c.metrics.BudgetChecked(metrics.BudgetError)
 		return nil, fmt.Errorf("read what %q spent: %w", principal, err)
@@ -147,6 +164,51 @@ func Message(e event.BudgetExceeded) string {
 // Cost is the cost in USD of a model call's tokens (Budgets.Cost).
 func (c *Checker) Cost(model string, prompt, completion int64) float64 {
 	return c.budgets.Cost(model, prompt, completion)
+}
+
+// Charge adds a call a run of thread made, which used tokens and cost, to
+// what its principal is known to have spent, until the spending is read
+// again. A thread whose owner is not known here yet needs nothing: its
+// principal's spending is read from the store at its next check.
+func (c *Checker) Charge(thread string, tokens int64, cost float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.owner[thread]
+	if !ok {
+		return
+	}
+	if e := c.spent[p]; e != nil {
+		for i := range e.spent {
+			e.spent[i].Tokens += tokens
+			e.spent[i].Cost += cost
+		}
+	}
+}
+
+// spentBy returns what principal spent since month and since day: as read
+// from the store within spentFresh, with the calls charged since.
+func (c *Checker) spentBy(ctx context.Context, principal string, month, day, now time.Time) ([2]store.Spend, error) {
+	c.mu.Lock()
+	e := c.spent[principal]
+	if e != nil && e.month.Equal(month) && e.day.Equal(day) && now.Sub(e.read) < spentFresh && !now.Before(e.read) {
+		spent := e.spent
+		c.mu.Unlock()
+		return spent, nil
+	}
+	c.mu.Unlock()
+	got, err := c.spending.Spent(ctx, principal, month, day)
+	if err != nil {
+		return [2]store.Spend{}, err
+	}
+	var spent [2]store.Spend
+	copy(spent[:], got)
+	c.mu.Lock()
+	if len(c.spent) >= maxKnownOwners {
+		clear(c.spent)
+	}
+	c.spent[principal] = &spentEntry{month: month, day: day, read: now, spent: spent}
+	c.mu.Unlock()
+	return spent, nil
 }
 
 // principal is the owner of thread; a thread nobody owns (made outside
