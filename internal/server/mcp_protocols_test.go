@@ -19,7 +19,8 @@ import (
 
 // TestMCPToolOnEveryProtocol: a run that calls a tool of an MCP server
 // (--mcp) shows it on every protocol as that protocol's tool call, under
-// the name the model calls it by (server__tool), and its result.
+// the name the model calls it by (server__tool), and its result, which
+// the answer uses.
 func TestMCPToolOnEveryProtocol(t *testing.T) {
 	calc := sdk.NewServer(&sdk.Implementation{Name: "calc", Version: "1"}, nil)
 	sdk.AddTool(calc, &sdk.Tool{Name: "add", Description: "Adds two numbers.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
@@ -59,6 +60,9 @@ func TestMCPToolOnEveryProtocol(t *testing.T) {
 			assert.Contains(t, call, "calc__add", "the tool call names the MCP tool")
 			result := c.turn(t, addr, "add them", c.result)
 			assert.Contains(t, result, c.resultHas5, "the tool's result")
+			if c.proto == "agentchat" { // a whole message a frame
+				assert.Contains(t, c.turn(t, addr, "add them", `"type":"agent_message"`), "The sum is 5.")
+			}
 		})
 	}
 }
