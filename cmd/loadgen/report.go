@@ -565,7 +565,7 @@ func (r *runner) header(load0 string, took time.Duration) []string {
 			}
 		}
 	}
-	what = append(what, fmt.Sprintf("%d rounds per side, alternating", c.Rounds),
+	what = append(what, plural(c.Rounds, "round", "rounds")+" per side, alternating",
 		fmt.Sprintf("protocols %s", strings.Join(c.Protocols, ", ")), fmt.Sprintf("agentchat ?stream=chunks %v", c.AgentchatChunks))
 	h := []string{
 		"loadgen: " + strings.Join(what, "; "),
@@ -573,8 +573,8 @@ func (r *runner) header(load0 string, took time.Duration) []string {
 			runtime.NumCPU(), cpuModel(), memTotal(), runtime.Version(), runtime.GOMAXPROCS(0), load0, loadAverage(), took.Round(time.Second)),
 		"agentwire: SQLite under a fresh temp --data-dir per run, flags " + strings.Join(agentwireFlags, " "),
 		"baseline: `loadgen relay`, a naive relay that passes each upstream token on as it arrives and keeps nothing",
-		fmt.Sprintf("every metric is computed per round (%d rounds); a cell is the median over the rounds and, in brackets, their range (min–max); "+
-			"ratio: agentwire / baseline of each round, the median of those and their range", c.Rounds),
+		fmt.Sprintf("every metric is computed per round (%s); a cell is the median over the rounds and, in brackets, their range (min–max); "+
+			"ratio: agentwire / baseline of each round, the median of those and their range", plural(c.Rounds, "round", "rounds")),
 	}
 	return h
 }

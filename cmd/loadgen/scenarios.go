@@ -453,16 +453,14 @@ func (r *runner) open(ctx context.Context, t *target, proto string) error {
 		streams[i] = r.up.newStream(openTokens, r.cfg.Rate, false)
 	}
 	defer r.up.forget(streams...)
-	recs := make([]*receipt, n)
-	for i, s := range streams {
-		recs[i] = newReceipt(s)
-	}
+	recs := make([]*receipt, n) // each set by the goroutine of its session
 	before, err := t.stats()
 	if err != nil {
 		return err
 	}
 	err = forEach(ctx, n, openParallel, func(ctx context.Context, i int) error {
 		if proto == "threads" {
+			recs[i] = newReceipt(streams[i])
 			if _, err := r.threads(t).post(ctx, uuid.NewString(), streams[i].prompt(), recs[i]); err != nil {
 				return err
 			}
