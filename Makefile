@@ -31,7 +31,8 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
 
 ## bench-e2e: agentwire end to end against a naive relay, one table (cmd/loadgen; a few
-## minutes; LOADGEN_FLAGS=-quick for a run of seconds)
+## minutes; LOADGEN_FLAGS=-quick for a run of seconds; with AGENTWIRE_TEST_POSTGRES_URL
+## set it adds the PostgreSQL store's append vs raw COPY)
 bench-e2e:
 	$(GO) run ./cmd/loadgen $(LOADGEN_FLAGS)
 

@@ -22,17 +22,21 @@ type Config struct {
 	Rate            float64  // tokens a second per stream
 	Concurrency     []int    // concurrent streams of the latency scenarios
 	Protocols       []string // threads, agentchat
-	Scenarios       []string // latency, idle, fanout
+	Scenarios       []string // latency, idle, fanout, open, postgres
 	IdleSessions    int      // agentchat sessions the idle scenario opens
 	IdleChat        bool     // each idle session sends one short chat
 	FanOut          int      // receivers of one thread / session in the fan-out scenario
+	OpenSessions    int      // sessions the open scenario opens per run
+	Postgres        string   // PostgreSQL URL for the store's append benchmark; empty: not run
+	PostgresEvents  int      // events per round of that benchmark (its -benchtime)
 	Rounds          int      // each scenario runs this many times per side, alternating which goes first
 	AgentchatChunks bool     // ask agentchat for one frame per chunk (?stream=chunks)
 
-	ServerBin string   // a built cmd/server; empty: go build it
-	RelayCmd  []string // how to start the relay; its flags are appended
-	RelayEnv  []string // added to the relay's environment
-	LogDir    string   // when set, each server process's output (its last 64 KiB) is kept here
+	ServerBin  string   // a built cmd/server; empty: go build it
+	StoreBench string   // a built test binary of internal/store/postgres; empty: go test -c it
+	RelayCmd   []string // how to start the relay; its flags are appended
+	RelayEnv   []string // added to the relay's environment
+	LogDir     string   // when set, each server process's output (its last 64 KiB) is kept here
 
 	Progress io.Writer // progress lines; nil: none
 }
@@ -41,15 +45,19 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Tokens: 200, Rate: 50, Concurrency: []int{1, 100},
-		Protocols: []string{"threads", "agentchat"}, Scenarios: []string{"latency", "idle", "fanout"},
-		IdleSessions: 1000, IdleChat: true, FanOut: 200, Rounds: 2, AgentchatChunks: true,
+		Protocols: []string{"threads", "agentchat"}, Scenarios: []string{"latency", "idle", "fanout", "open", "postgres"},
+		IdleSessions: 500, IdleChat: true, FanOut: 201, OpenSessions: 100, PostgresEvents: 20000,
+		Rounds: 3, AgentchatChunks: true,
 	}
 }
+
+// scenarioNames are the scenarios a run may name, in the order they run.
+var scenarioNames = []string{"latency", "idle", "fanout", "open", "postgres"}
 
 // Quick shrinks c to a run of seconds.
 func (c Config) Quick() Config {
 	c.Tokens, c.Rate, c.Concurrency = 20, 200, []int{1, 8}
-	c.IdleSessions, c.FanOut, c.Rounds = 30, 12, 1
+	c.IdleSessions, c.FanOut, c.OpenSessions, c.PostgresEvents, c.Rounds = 30, 12, 10, 5000, 2
 	return c
 }
 
@@ -75,8 +83,8 @@ func (c Config) validate() error {
 		}
 	}
 	for _, s := range c.Scenarios {
-		if s != "latency" && s != "idle" && s != "fanout" {
-			errs = append(errs, fmt.Errorf("scenario %q: want latency, idle or fanout", s))
+		if !slices.Contains(scenarioNames, s) {
+			errs = append(errs, fmt.Errorf("scenario %q: want one of %s", s, strings.Join(scenarioNames, ", ")))
 		}
 	}
 	if slices.Contains(c.Scenarios, "idle") && c.IdleSessions < 1 {
@@ -84,6 +92,12 @@ func (c Config) validate() error {
 	}
 	if slices.Contains(c.Scenarios, "fanout") && c.FanOut < 2 {
 		errs = append(errs, errors.New("fan-out must be at least 2"))
+	}
+	if slices.Contains(c.Scenarios, "open") && c.OpenSessions < 1 {
+		errs = append(errs, errors.New("open sessions must be at least 1"))
+	}
+	if slices.Contains(c.Scenarios, "postgres") && c.Postgres != "" && c.PostgresEvents < 1 {
+		errs = append(errs, errors.New("postgres events must be at least 1"))
 	}
 	if len(c.RelayCmd) == 0 {
 		errs = append(errs, errors.New("no relay command"))
@@ -142,6 +156,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if r.cfg.StoreBench == "" && r.cfg.Postgres != "" && slices.Contains(cfg.Scenarios, "postgres") {
+		r.logf("building the store benchmark (go test -c %s)", storeBenchPkg)
+		if r.cfg.StoreBench, err = buildStoreBench(ctx, tmp); err != nil {
+			return nil, err
+		}
+	}
 	if r.up, err = startUpstream(r.clk); err != nil {
 		return nil, err
 	}
@@ -171,6 +191,7 @@ func (r *runner) all(ctx context.Context) error {
 	type job struct {
 		name string
 		run  func(ctx context.Context, t *target) error
+		once func(ctx context.Context) error // instead of run: not a side's server
 	}
 	var jobs []job
 	for _, sc := range r.cfg.Scenarios {
@@ -178,25 +199,43 @@ func (r *runner) all(ctx context.Context) error {
 		case "latency":
 			for _, p := range r.cfg.Protocols {
 				for _, c := range r.cfg.Concurrency {
-					jobs = append(jobs, job{fmt.Sprintf("latency %s c=%d", p, c), func(ctx context.Context, t *target) error {
+					jobs = append(jobs, job{name: fmt.Sprintf("latency %s c=%d", p, c), run: func(ctx context.Context, t *target) error {
 						return r.latency(ctx, t, p, c)
 					}})
 				}
 			}
 		case "idle":
-			jobs = append(jobs, job{fmt.Sprintf("idle agentchat n=%d", r.cfg.IdleSessions), r.idle})
+			jobs = append(jobs, job{name: fmt.Sprintf("idle agentchat n=%d", r.cfg.IdleSessions), run: r.idle})
 		case "fanout":
 			for _, p := range r.cfg.Protocols {
-				jobs = append(jobs, job{fmt.Sprintf("fan-out %s n=%d", p, r.cfg.FanOut), func(ctx context.Context, t *target) error {
+				jobs = append(jobs, job{name: fmt.Sprintf("fan-out %s n=%d", p, r.cfg.FanOut), run: func(ctx context.Context, t *target) error {
 					if p == "threads" {
 						return r.fanThreads(ctx, t)
 					}
 					return r.fanChat(ctx, t)
 				}})
 			}
+		case "open":
+			for _, p := range r.cfg.Protocols {
+				jobs = append(jobs, job{name: fmt.Sprintf("open %s n=%d", p, r.cfg.OpenSessions), run: func(ctx context.Context, t *target) error {
+					return r.open(ctx, t, p)
+				}})
+			}
+		case "postgres":
+			if r.cfg.Postgres != "" {
+				jobs = append(jobs, job{name: "postgres append", once: r.storeBench})
+			}
 		}
 	}
 	for _, j := range jobs {
+		if j.once != nil {
+			began := time.Now()
+			if err := j.once(ctx); err != nil {
+				return fmt.Errorf("%s: %w", j.name, err)
+			}
+			r.logf("%-26s %d rounds          %5.1fs", j.name, r.cfg.Rounds, time.Since(began).Seconds())
+			continue
+		}
 		for round := range r.cfg.Rounds {
 			order := []int{sideAgentwire, sideRelay}
 			if round%2 == 1 {
@@ -208,7 +247,7 @@ func (r *runner) all(ctx context.Context) error {
 				}
 				began := time.Now()
 				logName := fmt.Sprintf("%s-round%d-%s.log", strings.NewReplacer(" ", "-", "=", "").Replace(j.name), round+1, sideNames[side])
-				if err := r.withTarget(ctx, side, logName, j.run); err != nil {
+				if err := r.withTarget(ctx, side, round, logName, j.run); err != nil {
 					return fmt.Errorf("%s on %s: %w", j.name, sideNames[side], err)
 				}
 				r.logf("%-26s round %d  %-9s  %5.1fs", j.name, round+1, sideNames[side], time.Since(began).Seconds())
@@ -225,6 +264,7 @@ func (r *runner) logf(format string, args ...any) {
 // target is a running server under test.
 type target struct {
 	side    int
+	round   int // which round of its scenario this run is
 	proc    *child
 	base    string // http://host:port
 	dataDir string // agentwire's; "" for the relay
@@ -246,12 +286,13 @@ func (t *target) stats() (procStats, error) {
 }
 
 // withTarget starts a fresh process of side, runs fn against it, and
-// stops it whatever happens.
-func (r *runner) withTarget(ctx context.Context, side int, logName string, fn func(context.Context, *target) error) error {
+// stops it whatever happens. round is the round of the scenario it runs.
+func (r *runner) withTarget(ctx context.Context, side, round int, logName string, fn func(context.Context, *target) error) error {
 	t, err := r.start(ctx, side)
 	if err != nil {
 		return err
 	}
+	t.round = round
 	defer func() {
 		t.proc.stop()
 		if r.cfg.LogDir != "" {

@@ -17,13 +17,23 @@
 //     agentchat (WebSocket, ?stream=chunks): added latency per token,
 //     first-token latency, server CPU per delivered token, and disk bytes
 //     per token;
-//   - idle: 1,000 open agentchat sessions, RSS growth per session;
-//   - fanout: one reply to 200 SSE subscribers of one thread, and to 200
-//     sockets of one agentchat session: deliveries per server CPU-second.
+//   - idle: 500 open agentchat sessions, RSS growth per session;
+//   - fanout: one reply to 201 SSE streams of one thread (the POST and 200
+//     subscribers), and to 201 sockets of one agentchat session: deliveries
+//     per server CPU-second, and the last token's latency;
+//   - open: 100 new sessions, 4 at a time, each with a 5-token reply
+//     (agentchat: a socket that chats once and closes; threads: a POST on
+//     a new thread): server CPU per session;
+//   - postgres: with -postgres (or AGENTWIRE_TEST_POSTGRES_URL), the
+//     PostgreSQL store's append benchmark against raw COPY
+//     (internal/store/postgres BenchmarkAppend, run as a test binary).
+//
+// Every scenario runs -rounds times per side; every metric is computed per
+// round, and the table gives the median over the rounds and their range.
 //
 // Usage:
 //
-//	go run ./cmd/loadgen [-quick] [-scenarios latency,idle,fanout] [-protocols threads,agentchat] …
+//	go run ./cmd/loadgen [-quick] [-scenarios latency,idle,fanout,open,postgres] [-protocols threads,agentchat] [-postgres URL] …
 //	go run ./cmd/loadgen relay -upstream URL [-addr 127.0.0.1:0]
 package main
 
@@ -94,10 +104,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Float64Var(&cfg.Rate, "rate", def.Rate, "tokens a second per stream (0: as fast as possible)")
 	conc := fs.String("concurrency", joinInts(def.Concurrency), "concurrent streams of the latency scenarios, comma-separated")
 	protos := fs.String("protocols", strings.Join(def.Protocols, ","), "protocols measured: threads, agentchat")
-	scen := fs.String("scenarios", strings.Join(def.Scenarios, ","), "scenarios run: latency, idle, fanout")
+	scen := fs.String("scenarios", strings.Join(def.Scenarios, ","), "scenarios run: "+strings.Join(scenarioNames, ", "))
 	fs.IntVar(&cfg.IdleSessions, "idle", def.IdleSessions, "agentchat sessions the idle scenario opens")
 	fs.BoolVar(&cfg.IdleChat, "idle-chat", def.IdleChat, "each idle session sends one short chat (false: it only connects)")
 	fs.IntVar(&cfg.FanOut, "fanout", def.FanOut, "receivers of one thread / session in the fan-out scenario")
+	fs.IntVar(&cfg.OpenSessions, "open", def.OpenSessions, "sessions each run of the open scenario opens")
+	fs.StringVar(&cfg.Postgres, "postgres", os.Getenv(storeBenchURLEnv), "PostgreSQL URL for the postgres scenario (the store's append benchmark; default $"+storeBenchURLEnv+"; empty: not run)")
+	fs.IntVar(&cfg.PostgresEvents, "postgres-events", def.PostgresEvents, "events each round of the postgres scenario appends (its -benchtime)")
 	fs.IntVar(&cfg.Rounds, "rounds", def.Rounds, "runs of each scenario per side, alternating which side goes first")
 	fs.BoolVar(&cfg.AgentchatChunks, "agentchat-chunks", def.AgentchatChunks, "ask agentchat for one agent_message per chunk (?stream=chunks on the URL)")
 	fs.StringVar(&cfg.ServerBin, "server-bin", "", "an agentwire binary to run (default: go build ./cmd/server)")
@@ -113,12 +126,14 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	if *quick {
 		q := def.Quick()
 		for name, apply := range map[string]func(){
-			"tokens":      func() { cfg.Tokens = q.Tokens },
-			"rate":        func() { cfg.Rate = q.Rate },
-			"concurrency": func() { cfg.Concurrency = q.Concurrency },
-			"idle":        func() { cfg.IdleSessions = q.IdleSessions },
-			"fanout":      func() { cfg.FanOut = q.FanOut },
-			"rounds":      func() { cfg.Rounds = q.Rounds },
+			"tokens":          func() { cfg.Tokens = q.Tokens },
+			"rate":            func() { cfg.Rate = q.Rate },
+			"concurrency":     func() { cfg.Concurrency = q.Concurrency },
+			"idle":            func() { cfg.IdleSessions = q.IdleSessions },
+			"fanout":          func() { cfg.FanOut = q.FanOut },
+			"open":            func() { cfg.OpenSessions = q.OpenSessions },
+			"postgres-events": func() { cfg.PostgresEvents = q.PostgresEvents },
+			"rounds":          func() { cfg.Rounds = q.Rounds },
 		} {
 			if !set[name] {
 				apply()

@@ -134,7 +134,7 @@ func (r *runner) latency(ctx context.Context, t *target, proto string, conc int)
 		}
 	}
 
-	agg := r.res.latency(proto, conc, t.side)
+	agg := r.res.latency(proto, conc, t.round, t.side)
 	agg.mu.Lock()
 	defer agg.mu.Unlock()
 	agg.cpu += d.cpu
@@ -193,7 +193,7 @@ func (r *runner) idle(ctx context.Context, t *target) error {
 	if err != nil {
 		return err
 	}
-	agg := r.res.idle(t.side)
+	agg := r.res.idle(t.round, t.side)
 	agg.mu.Lock()
 	defer agg.mu.Unlock()
 	agg.sessions += len(conns)
@@ -412,18 +412,90 @@ func (r *runner) deliverFan(ctx context.Context, t *target, proto string, fan *s
 	if err != nil {
 		return err
 	}
-	agg := r.res.fan(proto, t.side)
+	agg := r.res.fan(proto, t.round, t.side)
 	agg.mu.Lock()
 	defer agg.mu.Unlock()
 	agg.cpu += after.sub(before).cpu
+	last := fan.n - 1
 	for i, rc := range recs {
-		_, got, frames := rc.snapshot()
+		at, got, frames := rc.snapshot()
 		agg.delivered += got
 		agg.expected += fan.n
 		agg.frames += frames
+		if sent := fan.sentAt(last); at[last] != 0 && sent > 0 {
+			agg.lastToken = append(agg.lastToken, at[last]-sent)
+		}
 		if errs[i] != nil {
 			agg.failures = append(agg.failures, errs[i].Error())
 		}
+	}
+	return nil
+}
+
+// openParallel is how many sessions the open scenario opens at once.
+const openParallel = 4
+
+// openTokens is the length of the reply that each session of the open
+// scenario gets.
+const openTokens = 5
+
+// open opens OpenSessions sessions, openParallel at a time, each a new
+// session with one turn of an openTokens-token reply: on agentchat a new
+// socket that chats once and closes; on threads a POST on a new thread,
+// read to its done. It records the server's CPU over them all.
+func (r *runner) open(ctx context.Context, t *target, proto string) error {
+	if _, _, err := r.oneTokenReplies(ctx, t, proto, 1); err != nil {
+		return err
+	}
+	n := r.cfg.OpenSessions
+	streams := make([]*stream, n)
+	for i := range streams {
+		streams[i] = r.up.newStream(openTokens, r.cfg.Rate, false)
+	}
+	defer r.up.forget(streams...)
+	recs := make([]*receipt, n) // each set by the goroutine of its session
+	before, err := t.stats()
+	if err != nil {
+		return err
+	}
+	err = forEach(ctx, n, openParallel, func(ctx context.Context, i int) error {
+		if proto == "threads" {
+			recs[i] = newReceipt(streams[i])
+			if _, err := r.threads(t).post(ctx, uuid.NewString(), streams[i].prompt(), recs[i]); err != nil {
+				return err
+			}
+			return recs[i].wait(ctx, r.streamTimeout())
+		}
+		c, err := dialChat(ctx, t.wsURL(r.cfg.AgentchatChunks), r.hc, r.clk)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		recs[i] = c.expect(streams[i])
+		if err := c.chat(ctx, uuid.NewString(), streams[i].prompt(), recs[i]); err != nil {
+			return err
+		}
+		return recs[i].wait(ctx, r.streamTimeout())
+	})
+	if err != nil {
+		return err
+	}
+	if err := sleep(ctx, settle); err != nil {
+		return err
+	}
+	after, err := t.stats()
+	if err != nil {
+		return err
+	}
+	agg := r.res.opened(proto, t.round, t.side)
+	agg.mu.Lock()
+	defer agg.mu.Unlock()
+	agg.cpu += after.sub(before).cpu
+	agg.sessions += n
+	for _, rc := range recs {
+		_, got, _ := rc.snapshot()
+		agg.delivered += got
+		agg.expected += openTokens
 	}
 	return nil
 }
