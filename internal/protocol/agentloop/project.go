@@ -3,6 +3,7 @@ package agentloop
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -50,9 +51,11 @@ type projector struct {
 	wantUnchanged bool
 
 	// replayed is the approval request met in replayed history and not
-	// resolved in it so far: it is sent once the history is, so that a
-	// client joining a thread is asked only what is still pending.
-	replayed *event.ToolApprovalRequested
+	// resolved in it so far, and replayedID its event's id: it is sent
+	// once the history is, so that a client joining a thread is asked
+	// only what is still pending.
+	replayed   *event.ToolApprovalRequested
+	replayedID string
 
 	mu       sync.Mutex
 	approval *approval // the approval request the thread waits on
@@ -89,16 +92,110 @@ func newProjector(head int64) *projector {
 
 // Project returns the frames e shows as.
 func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
-	out := p.project(e)
-	if e.Seq == p.head && p.replayed != nil {
-		// The end of the history: the request it leaves pending.
-		out = append(out, p.request(*p.replayed))
-		p.replayed = nil
+	var out []agentloopapi.Outbound
+	for _, f := range p.frames(e) {
+		out = append(out, f.m)
 	}
 	return out
 }
 
-func (p *projector) project(e event.Event) []agentloopapi.Outbound {
+// keyed is a frame and, when its bytes depend on its event alone (the
+// same on every connection of the thread), the key they are shared by
+// (protocol.SharedFrames); the zero key marks a frame of this
+// connection's own (a notice meant for it).
+type keyed struct {
+	m   agentloopapi.Outbound
+	key frameKey
+}
+
+// frameKey names a frame that is the same on every connection: the event
+// it projects, and which of that event's such frames it is.
+type frameKey struct {
+	event string
+	part  int
+}
+
+// frames returns the frames e shows as, each frame that depends on e
+// alone with its key and, as its id, the UUID of its key, so that it is
+// the same frame, to the byte, on every connection that is sent it. What
+// a connection is sent of an event depends on its own state only in
+// whether a frame is sent (its own user messages, replayed history) and
+// in the notices meant for it, which have no key and a random id.
+func (p *projector) frames(e event.Event) []keyed {
+	out := p.project(e)
+	ok, part := false, 0
+	for i := range out {
+		if out[i].own {
+			continue
+		}
+		out[i].key = frameKey{event: e.ID, part: part}
+		part++
+	}
+	if e.Seq == p.head && p.replayed != nil {
+		// The end of the history: the request it leaves pending, the
+		// same frame live connections were sent.
+		out = append(out, piece{m: p.request(*p.replayed)})
+		out[len(out)-1].key = frameKey{event: p.replayedID}
+		p.replayed = nil
+	}
+	frames := make([]keyed, 0, len(out))
+	for _, f := range out {
+		k := keyed{m: f.m}
+		if f.key != (frameKey{}) {
+			k.m, ok = withID(f.m, f.key.id())
+			if ok {
+				k.key = f.key
+			}
+		}
+		frames = append(frames, k)
+	}
+	return frames
+}
+
+// piece is a frame as project makes it: own marks a frame of this
+// connection's own.
+type piece struct {
+	m   agentloopapi.Outbound
+	own bool
+	key frameKey
+}
+
+// frameSpace is the namespace of the frame ids made from frame keys.
+var frameSpace = uuid.MustParse("6f1d3c2e-8a57-4b0e-9c61-2f4d8e7a1b35")
+
+// id is the frame id of k: a name-based UUID (version 5) of the event id
+// and part, unique to the frame.
+func (k frameKey) id() string {
+	return uuid.NewSHA1(frameSpace, []byte(k.event+"/"+strconv.Itoa(k.part))).String()
+}
+
+// withID is m with id as its frame id; ok false for a kind of frame it
+// does not know.
+func withID(m agentloopapi.Outbound, id string) (agentloopapi.Outbound, bool) {
+	switch v := m.(type) {
+	case agentloopapi.ResponseItemMessage:
+		v.ID = id
+		return v, true
+	case agentloopapi.LoadingStateMessage:
+		v.ID = id
+		return v, true
+	case agentloopapi.ApprovalRequestMessage:
+		v.ID = id
+		return v, true
+	case agentloopapi.AgentFinishedMessage:
+		v.ID = id
+		return v, true
+	case agentloopapi.ContextCompactedMessage:
+		v.ID = id
+		return v, true
+	case agentloopapi.ErrorMessage:
+		v.ID = id
+		return v, true
+	}
+	return m, false
+}
+
+func (p *projector) project(e event.Event) []piece {
 	live := e.Seq > p.head
 	p.wantInfo = false
 	switch v := e.Payload.(type) {
@@ -143,7 +240,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		p.approval = &approval{callID: v.CallID, patch: v.Patch, command: shown(v)}
 		p.mu.Unlock()
 		if !live {
-			p.replayed = &v
+			p.replayed, p.replayedID = &v, e.ID
 			return nil
 		}
 		return one(p.request(v))
@@ -165,9 +262,9 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 			}
 		}
 		p.mu.Unlock()
-		var out []agentloopapi.Outbound
+		var out []piece
 		if live && !mine {
-			out = append(out, message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)))
+			out = append(out, piece{m: message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)), own: true})
 		}
 		if v.Decision != event.DecisionExplain {
 			out = append(out, p.showCall(v.CallID)...)
@@ -183,7 +280,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		if c != nil {
 			name = c.name
 		}
-		return append(out, callOutput(name, v))
+		return append(out, piece{m: callOutput(name, v)})
 	case event.InputRequested:
 		p.mu.Lock()
 		p.question = v.RequestID
@@ -228,7 +325,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 // session adds a context_compacted of reduction 0, live); for one that
 // failed what went wrong. msg is the failure's message, or the reason
 // a compaction compacted nothing.
-func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []agentloopapi.Outbound {
+func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []piece {
 	p.mu.Lock()
 	p.approval, p.question = nil, "" // nothing waits once the run is over
 	p.mu.Unlock()
@@ -251,23 +348,23 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 		return nil
 	}
 	if code != "" {
-		return []agentloopapi.Outbound{
-			message("failed_"+e.Run, "system", "⚠️ "+msg),
-			errorFrame(msg, map[string]any{"code": code}),
-			loading(false),
+		return []piece{
+			{m: message("failed_"+e.Run, "system", "⚠️ "+msg)},
+			{m: errorFrame(msg, map[string]any{"code": code})},
+			{m: loading(false)},
 		}
 	}
-	var out []agentloopapi.Outbound
+	var out []piece
 	if reason == "cancelled" {
-		out = append(out, message("cancelled_"+e.Run, "system", "The turn was cancelled."))
+		out = append(out, piece{m: message("cancelled_"+e.Run, "system", "The turn was cancelled.")})
 	}
-	out = append(out, loading(false), agentloopapi.NewAgentFinishedMessage(frameID(), agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run}))
+	out = append(out, piece{m: loading(false)}, piece{m: agentloopapi.NewAgentFinishedMessage(frameID(), agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
 	p.wantInfo = live
 	return out
 }
 
 // showCall returns the item of a call the first time it is asked for.
-func (p *projector) showCall(id string) []agentloopapi.Outbound {
+func (p *projector) showCall(id string) []piece {
 	c := p.calls[id]
 	if c == nil || c.shown {
 		return nil
@@ -507,7 +604,8 @@ func text(s string) []agentloopapi.ContentPart {
 	return []agentloopapi.ContentPart{{Type: "input_text", Text: s}}
 }
 
-// frameID is a fresh frame id: a random UUID.
+// frameID is a fresh frame id: a random UUID. A frame that depends on
+// its event alone is given the id of its key instead (frames).
 func frameID() string { return uuid.NewString() }
 
-func one(m agentloopapi.Outbound) []agentloopapi.Outbound { return []agentloopapi.Outbound{m} }
+func one(m agentloopapi.Outbound) []piece { return []piece{{m: m}} }
