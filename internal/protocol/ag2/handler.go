@@ -98,12 +98,17 @@ func New(env protocol.Env) (*Handler, error) {
 		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Model,
 		legacy: env.AG2.LegacyTypes, afterSeq: env.AG2.ResumeAfterSeq, rate: r, burst: max(env.AG2.Burst, 1),
 		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{},
-		frames: protocol.NewSharedFrames[frameKey](func(w encoded) int { return len(w.b) + len(w.old) })}
+		frames: newSharedFrames()}
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names
 	}
 	h.rest = newRESTState(env)
 	return h, nil
+}
+
+// newSharedFrames is what the sockets of each chat share (frameKey).
+func newSharedFrames() *protocol.SharedFrames[frameKey, encoded] {
+	return protocol.NewSharedFrames[frameKey](func(w encoded) int { return len(w.b) + len(w.old) })
 }
 
 // lookupIn is the workflow check of a catalog: nil for a workflow that

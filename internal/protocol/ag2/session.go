@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentwire/agentwire/generated/ag2api"
+	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
@@ -206,9 +207,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				if e.Seq <= head {
 					continue
 				}
-				for i := range frames {
-					frames[i].key = frameKey{event: e.ID, part: i, workflow: s.workflow}
-				}
+				s.keyFrames(e, frames)
 				if holding {
 					held = append(held, frames...)
 					continue
@@ -219,6 +218,16 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 			}
 		}
+	}
+}
+
+// keyFrames gives the live frames of e their keys (frameKey).
+func (s *session) keyFrames(e event.Event, frames []frame) {
+	if e.ID == "" {
+		return // not from the log: nothing names it
+	}
+	for i := range frames {
+		frames[i].key = frameKey{event: e.ID, part: i, workflow: s.workflow}
 	}
 }
 

@@ -64,7 +64,12 @@ func New(env protocol.Env) *Handler {
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
 		model:  env.Model, window: env.ContextWindow,
-		frames: protocol.NewSharedFrames[frameKey](func(b []byte) int { return len(b) })}
+		frames: newSharedFrames()}
+}
+
+// newSharedFrames is what the connections of each thread share (keyed).
+func newSharedFrames() *protocol.SharedFrames[frameKey, []byte] {
+	return protocol.NewSharedFrames[frameKey](func(b []byte) int { return len(b) })
 }
 
 // maxThreadID bounds a thread id given with ?thread_id=.
@@ -304,7 +309,7 @@ func (s *session) contextInfo(ctx context.Context, first bool) (agentloopapi.Out
 	if first {
 		payload.ThreadID = &s.thread
 	}
-	return agentloopapi.NewContextInfoMessage(frameID(), payload), nil
+	return agentloopapi.NewContextInfoMessage(noID, payload), nil
 }
 
 // contextUsage measures the thread's context as the next model call
@@ -333,7 +338,7 @@ func (s *session) sendUnchanged(ctx context.Context) {
 		}
 		return
 	}
-	s.send(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+	s.send(agentloopapi.NewContextCompactedMessage(noID, agentloopapi.ContextCompactedMessagePayload{
 		OldTokenCount: u.TokenCount, NewTokenCount: u.TokenCount, Strategy: strategyName,
 	}))
 }
@@ -358,14 +363,15 @@ func (s *session) send(m agentloopapi.Outbound) {
 // sendKeyed sends a frame of the thread: one that depends on its event
 // alone is encoded once for all the thread's connections.
 func (s *session) sendKeyed(f keyed) {
-	if b, ok := s.frames.Frame(f.key, func() ([]byte, bool) { return s.encode(f.m) }); ok {
+	if b, ok := s.frames.Frame(f.key, func() ([]byte, bool) { return s.encode(f.withID()) }); ok {
 		s.c.Send(b)
 	}
 }
 
-// encode encodes m (and has it verified); ok false when it cannot be
-// encoded, which is logged.
+// encode encodes m, with a fresh id if it has none (and has it
+// verified); ok false when it cannot be encoded, which is logged.
 func (s *session) encode(m agentloopapi.Outbound) ([]byte, bool) {
+	m = withID(m, frameID)
 	b, err := agentloopapi.Encode(m)
 	if err != nil {
 		s.log.L().Error("agentloop: encode a frame", "type", m.MessageType(), "err", err)

@@ -90,22 +90,32 @@ func newProjector(head int64) *projector {
 		own: map[string]bool{}, answered: map[string]bool{}}
 }
 
-// Project returns the frames e shows as.
+// Project returns the frames e shows as, with their ids.
 func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
 	var out []agentloopapi.Outbound
 	for _, f := range p.frames(e) {
-		out = append(out, f.m)
+		out = append(out, f.withID())
 	}
 	return out
 }
 
-// keyed is a frame and, when its bytes depend on its event alone (the
-// same on every connection of the thread), the key they are shared by
-// (protocol.SharedFrames); the zero key marks a frame of this
-// connection's own (a notice meant for it).
+// keyed is a frame, without its id yet, and, when its bytes depend on
+// its event alone (the same on every connection of the thread), the key
+// they are shared by (protocol.SharedFrames); the zero key marks a frame
+// of this connection's own (a notice meant for it).
 type keyed struct {
 	m   agentloopapi.Outbound
 	key frameKey
+}
+
+// withID is the frame with its id: its key's, or a fresh random one for
+// a frame of the connection's own. It is given only when the frame is
+// encoded, so that a frame another connection encoded costs nothing.
+func (f keyed) withID() agentloopapi.Outbound {
+	if f.key == (frameKey{}) {
+		return withID(f.m, frameID)
+	}
+	return withID(f.m, f.key.id)
 }
 
 // frameKey names a frame that is the same on every connection: the event
@@ -116,16 +126,16 @@ type frameKey struct {
 }
 
 // frames returns the frames e shows as, each frame that depends on e
-// alone with its key and, as its id, the UUID of its key, so that it is
+// alone with its key, whose UUID is its id (keyed.withID), so that it is
 // the same frame, to the byte, on every connection that is sent it. What
 // a connection is sent of an event depends on its own state only in
 // whether a frame is sent (its own user messages, replayed history) and
 // in the notices meant for it, which have no key and a random id.
 func (p *projector) frames(e event.Event) []keyed {
 	out := p.project(e)
-	ok, part := false, 0
+	part := 0
 	for i := range out {
-		if out[i].own {
+		if out[i].own || e.ID == "" {
 			continue
 		}
 		out[i].key = frameKey{event: e.ID, part: part}
@@ -134,20 +144,12 @@ func (p *projector) frames(e event.Event) []keyed {
 	if e.Seq == p.head && p.replayed != nil {
 		// The end of the history: the request it leaves pending, the
 		// same frame live connections were sent.
-		out = append(out, piece{m: p.request(*p.replayed)})
-		out[len(out)-1].key = frameKey{event: p.replayedID}
+		out = append(out, piece{m: p.request(*p.replayed), key: frameKey{event: p.replayedID}})
 		p.replayed = nil
 	}
-	frames := make([]keyed, 0, len(out))
-	for _, f := range out {
-		k := keyed{m: f.m}
-		if f.key != (frameKey{}) {
-			k.m, ok = withID(f.m, f.key.id())
-			if ok {
-				k.key = f.key
-			}
-		}
-		frames = append(frames, k)
+	frames := make([]keyed, len(out))
+	for i, f := range out {
+		frames[i] = keyed{m: f.m, key: f.key}
 	}
 	return frames
 }
@@ -169,30 +171,38 @@ func (k frameKey) id() string {
 	return uuid.NewSHA1(frameSpace, []byte(k.event+"/"+strconv.Itoa(k.part))).String()
 }
 
-// withID is m with id as its frame id; ok false for a kind of frame it
-// does not know.
-func withID(m agentloopapi.Outbound, id string) (agentloopapi.Outbound, bool) {
+// withID is m with id() as its frame id if it has none yet. The frames'
+// constructors leave the id out: it is given when the frame is encoded.
+func withID(m agentloopapi.Outbound, id func() string) agentloopapi.Outbound {
+	set := func(have *string) {
+		if *have == "" {
+			*have = id()
+		}
+	}
 	switch v := m.(type) {
 	case agentloopapi.ResponseItemMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
 	case agentloopapi.LoadingStateMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
 	case agentloopapi.ApprovalRequestMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
 	case agentloopapi.AgentFinishedMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
 	case agentloopapi.ContextCompactedMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
+	case agentloopapi.ContextInfoMessage:
+		set(&v.ID)
+		return v
 	case agentloopapi.ErrorMessage:
-		v.ID = id
-		return v, true
+		set(&v.ID)
+		return v
 	}
-	return m, false
+	return m
 }
 
 func (p *projector) project(e event.Event) []piece {
@@ -296,7 +306,7 @@ func (p *projector) project(e event.Event) []piece {
 		return one(message(v.RequestID, "system", "The agent asks to show a "+v.Component+
 			" component, which this client cannot show. A client of a protocol with UI components (AG2 chat.*) can answer it; until then the turn waits."))
 	case event.ContextCompacted:
-		return one(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+		return one(agentloopapi.NewContextCompactedMessage(noID, agentloopapi.ContextCompactedMessagePayload{
 			OldTokenCount: max(v.OldTokens, 0), NewTokenCount: max(v.NewTokens, 0),
 			ReductionPercent: reduction(v.OldTokens, v.NewTokens), Strategy: strategyName,
 		}))
@@ -358,7 +368,7 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 	if reason == "cancelled" {
 		out = append(out, piece{m: message("cancelled_"+e.Run, "system", "The turn was cancelled.")})
 	}
-	out = append(out, piece{m: loading(false)}, piece{m: agentloopapi.NewAgentFinishedMessage(frameID(), agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
+	out = append(out, piece{m: loading(false)}, piece{m: agentloopapi.NewAgentFinishedMessage(noID, agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
 	p.wantInfo = live
 	return out
 }
@@ -474,7 +484,7 @@ func approvalRequest(v event.ToolApprovalRequested) agentloopapi.ApprovalRequest
 		}
 		payload.Command = []string{v.Name, args}
 	}
-	return agentloopapi.NewApprovalRequestMessage(frameID(), payload)
+	return agentloopapi.NewApprovalRequestMessage(noID, payload)
 }
 
 // callOutput is a call's output item: the documented JSON string with the
@@ -578,7 +588,7 @@ func reduction(old, new int) float64 {
 }
 
 func loading(on bool) agentloopapi.Outbound {
-	return agentloopapi.NewLoadingStateMessage(frameID(), agentloopapi.LoadingStateMessagePayload{Loading: on})
+	return agentloopapi.NewLoadingStateMessage(noID, agentloopapi.LoadingStateMessagePayload{Loading: on})
 }
 
 func message(id, role, s string) agentloopapi.Outbound {
@@ -586,7 +596,7 @@ func message(id, role, s string) agentloopapi.Outbound {
 }
 
 func responseItem(v agentloopapi.ResponseItemValue) agentloopapi.Outbound {
-	return agentloopapi.NewResponseItemMessage(frameID(), agentloopapi.ResponseItem{Value: v})
+	return agentloopapi.NewResponseItemMessage(noID, agentloopapi.ResponseItem{Value: v})
 }
 
 // errorFrame is an error frame with details (nil: none).
@@ -595,7 +605,7 @@ func errorFrame(msg string, details map[string]any) agentloopapi.Outbound {
 	if details != nil {
 		payload.Details, _ = json.Marshal(details)
 	}
-	return agentloopapi.NewErrorMessage(frameID(), payload)
+	return agentloopapi.NewErrorMessage(noID, payload)
 }
 
 // text is the content of a message or reasoning item: one input_text part,
@@ -605,7 +615,10 @@ func text(s string) []agentloopapi.ContentPart {
 }
 
 // frameID is a fresh frame id: a random UUID. A frame that depends on
-// its event alone is given the id of its key instead (frames).
+// its event alone is given the id of its key instead (keyed.withID).
 func frameID() string { return uuid.NewString() }
+
+// noID is the id of a frame as built: none yet (withID).
+const noID = ""
 
 func one(m agentloopapi.Outbound) []piece { return []piece{{m: m}} }
