@@ -85,12 +85,14 @@ type ThreadFrames[K comparable, V any] struct {
 	next int // the slot overwritten next
 }
 
-// sharedFrame is a frame kept, or being encoded (done is open meanwhile).
+// sharedFrame is a frame kept, or being encoded: v and ok are set, then
+// ready, then done is released.
 type sharedFrame[K comparable, V any] struct {
-	key  K
-	done chan struct{}
-	v    V
-	ok   bool
+	key   K
+	done  sync.WaitGroup
+	ready atomic.Bool
+	v     V
+	ok    bool
 }
 
 // Shared reports whether another stream of the thread is open, and so
@@ -111,16 +113,18 @@ func (t *ThreadFrames[K, V]) Frame(k K, encode func() (V, bool)) (V, bool) {
 	t.mu.Lock()
 	if f := t.find(k); f != nil {
 		t.mu.Unlock()
-		<-f.done
+		f.done.Wait()
 		return f.v, f.ok
 	}
-	f := &sharedFrame[K, V]{key: k, done: make(chan struct{})}
+	f := &sharedFrame[K, V]{key: k}
+	f.done.Add(1)
 	slot := t.next
 	t.ring[slot] = f
 	t.next = (t.next + 1) % len(t.ring)
 	t.mu.Unlock()
-	defer close(f.done)
+	defer f.done.Done()
 	f.v, f.ok = encode()
+	f.ready.Store(true)
 	if !f.ok || t.size(f.v) > SharedFrameMax {
 		t.mu.Lock()
 		if t.ring[slot] == f {
@@ -136,14 +140,8 @@ func (t *ThreadFrames[K, V]) Get(k K) (V, bool) {
 	t.mu.Lock()
 	f := t.find(k)
 	t.mu.Unlock()
-	if f != nil {
-		select {
-		case <-f.done:
-			if f.ok {
-				return f.v, true
-			}
-		default:
-		}
+	if f != nil && f.ready.Load() && f.ok {
+		return f.v, true
 	}
 	var zero V
 	return zero, false
