@@ -59,7 +59,7 @@ func BenchmarkFanOut(b *testing.B) {
 							if shared {
 								_, ok = s.frames.Frame(f.key, func() ([]byte, bool) { return s.encode(f.withID()) })
 							} else {
-								_, ok = s.encode(f.m)
+								_, ok = s.encode(f.withID())
 							}
 							if !ok {
 								b.Fatal("a frame that does not encode")

@@ -102,10 +102,12 @@ func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
 // keyed is a frame, without its id yet, and, when its bytes depend on
 // its event alone (the same on every connection of the thread), the key
 // they are shared by (protocol.SharedFrames); the zero key marks a frame
-// of this connection's own (a notice meant for it).
+// of this connection's own (a notice meant for it, which project marks
+// own).
 type keyed struct {
 	m   agentloopapi.Outbound
 	key frameKey
+	own bool
 }
 
 // withID is the frame with its id: its key's, or a fresh random one for
@@ -144,22 +146,10 @@ func (p *projector) frames(e event.Event) []keyed {
 	if e.Seq == p.head && p.replayed != nil {
 		// The end of the history: the request it leaves pending, the
 		// same frame live connections were sent.
-		out = append(out, piece{m: p.request(*p.replayed), key: frameKey{event: p.replayedID}})
+		out = append(out, keyed{m: p.request(*p.replayed), key: frameKey{event: p.replayedID}})
 		p.replayed = nil
 	}
-	frames := make([]keyed, len(out))
-	for i, f := range out {
-		frames[i] = keyed{m: f.m, key: f.key}
-	}
-	return frames
-}
-
-// piece is a frame as project makes it: own marks a frame of this
-// connection's own.
-type piece struct {
-	m   agentloopapi.Outbound
-	own bool
-	key frameKey
+	return out
 }
 
 // frameSpace is the namespace of the frame ids made from frame keys.
@@ -205,7 +195,7 @@ func withID(m agentloopapi.Outbound, id func() string) agentloopapi.Outbound {
 	return m
 }
 
-func (p *projector) project(e event.Event) []piece {
+func (p *projector) project(e event.Event) []keyed {
 	live := e.Seq > p.head
 	p.wantInfo = false
 	switch v := e.Payload.(type) {
@@ -272,9 +262,9 @@ func (p *projector) project(e event.Event) []piece {
 			}
 		}
 		p.mu.Unlock()
-		var out []piece
+		var out []keyed
 		if live && !mine {
-			out = append(out, piece{m: message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)), own: true})
+			out = append(out, keyed{m: message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)), own: true})
 		}
 		if v.Decision != event.DecisionExplain {
 			out = append(out, p.showCall(v.CallID)...)
@@ -290,7 +280,7 @@ func (p *projector) project(e event.Event) []piece {
 		if c != nil {
 			name = c.name
 		}
-		return append(out, piece{m: callOutput(name, v)})
+		return append(out, keyed{m: callOutput(name, v)})
 	case event.InputRequested:
 		p.mu.Lock()
 		p.question = v.RequestID
@@ -335,7 +325,7 @@ func (p *projector) project(e event.Event) []piece {
 // session adds a context_compacted of reduction 0, live); for one that
 // failed what went wrong. msg is the failure's message, or the reason
 // a compaction compacted nothing.
-func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []piece {
+func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []keyed {
 	p.mu.Lock()
 	p.approval, p.question = nil, "" // nothing waits once the run is over
 	p.mu.Unlock()
@@ -358,23 +348,23 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 		return nil
 	}
 	if code != "" {
-		return []piece{
+		return []keyed{
 			{m: message("failed_"+e.Run, "system", "⚠️ "+msg)},
 			{m: errorFrame(msg, map[string]any{"code": code})},
 			{m: loading(false)},
 		}
 	}
-	var out []piece
+	var out []keyed
 	if reason == "cancelled" {
-		out = append(out, piece{m: message("cancelled_"+e.Run, "system", "The turn was cancelled.")})
+		out = append(out, keyed{m: message("cancelled_"+e.Run, "system", "The turn was cancelled.")})
 	}
-	out = append(out, piece{m: loading(false)}, piece{m: agentloopapi.NewAgentFinishedMessage(noID, agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
+	out = append(out, keyed{m: loading(false)}, keyed{m: agentloopapi.NewAgentFinishedMessage(noID, agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
 	p.wantInfo = live
 	return out
 }
 
 // showCall returns the item of a call the first time it is asked for.
-func (p *projector) showCall(id string) []piece {
+func (p *projector) showCall(id string) []keyed {
 	c := p.calls[id]
 	if c == nil || c.shown {
 		return nil
@@ -621,4 +611,4 @@ func frameID() string { return uuid.NewString() }
 // noID is the id of a frame as built: none yet (withID).
 const noID = ""
 
-func one(m agentloopapi.Outbound) []piece { return []piece{{m: m}} }
+func one(m agentloopapi.Outbound) []keyed { return []keyed{{m: m}} }
