@@ -16,8 +16,14 @@
 //     field is `patch`, so a client echoing the server's object always matches).
 //   - `id` is required on every frame in both directions, as the base structure
 //     says. A client's id may be any string (a UUID is recommended, not checked);
-//     the server sends a fresh random UUID (version 4) on every frame and never
-//     echoes a client's id.
+//     the server sends a UUID on every frame, unique to the frame, and never
+//     echoes a client's id. A frame that shows an event of the thread alike on
+//     every connection has the name-based UUID (version 5) of the event and the
+//     frame's place among the event's frames, the same on every connection of
+//     the thread (the server encodes such a frame once for all of them) and on
+//     a later replay; context_info, the answers to one connection's messages
+//     and the notices meant for one connection have fresh random UUIDs
+//     (version 4).
 //   - Optional client fields may be null, meaning absent: `previousResponseId`,
 //     `customDenyMessage` (the document's example sends null), `explanation`, and
 //     the payload of get_context_info and manual_compact. `applyPatch` may not be

@@ -7,9 +7,15 @@ import "encoding/json"
 // The turn is over and the agent is ready for new input. The server follows it
 // with a context_info frame.
 type AgentFinishedMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// Which response finished.
@@ -42,9 +48,15 @@ type ApplyPatchCommand struct {
 // approval_response. Known read-only commands run without asking under the default
 // policy.
 type ApprovalRequestMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// What needs approval.
@@ -132,9 +144,15 @@ type ContentPart struct {
 // The conversation's history was replaced by a summary, either because use passed
 // the threshold or because the client sent manual_compact.
 type ContextCompactedMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// Token counts before and after.
@@ -170,9 +188,15 @@ type ContextCompactedMessagePayload struct {
 // since (OpenAI's tokenizer for OpenAI models, about four characters per token for
 // others).
 type ContextInfoMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// The usage figures.
@@ -216,9 +240,15 @@ type ContextInfoMessagePayload struct {
 // cannot act on now, or a failed turn (which is followed by loading_state false).
 // The connection stays open.
 type ErrorMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// What went wrong.
@@ -298,9 +328,15 @@ type GetContextInfoMessagePayload map[string]interface{}
 // Says whether the agent is working: true when a turn starts, false when it ends
 // (before agent_finished, or after the error of a failed turn).
 type LoadingStateMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// The state.
@@ -449,9 +485,15 @@ type ResponseInputItem struct {
 // Streams one complete item of the agent's work (a message, a tool call or its
 // output, a shell call or its output, or reasoning); items are never token deltas.
 type ResponseItemMessage struct {
-	// Identifies the frame: a fresh random UUID (version 4) that the server generates
-	// for every frame it sends. A reply never reuses the id of the client frame it
-	// answers.
+	// Identifies the frame: a UUID that the server gives every frame it sends, unique
+	// to the frame. A frame that shows an event of the thread alike on every
+	// connection (an item, loading_state, agent_finished, an approval_request, an
+	// error of a failed turn) has the name-based UUID (version 5) of the event and of
+	// the frame's place among the event's frames, so that every connection of the
+	// thread, and one that replays the thread later, has the same id for it; every
+	// other frame (context_info, the answers to one connection's messages, a notice
+	// meant for one connection) has a fresh random UUID (version 4). A reply never
+	// reuses the id of the client frame it answers.
 	ID string `json:"id"`
 
 	// The item, told apart by its `type`.

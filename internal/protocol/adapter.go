@@ -77,7 +77,11 @@ type Env struct {
 	Workflows *workflow.Catalog
 	// Verify, when set (in tests), is given every frame the adapter sends
 	// with its protocol's verdict on it (nil: valid), so that a projection
-	// that drifts from the schema documents fails a test.
+	// that drifts from the schema documents fails a test. The WebSocket
+	// adapters give it each frame once, when they encode it: a frame that
+	// several sockets of a thread share (SharedFrames, agentchat's hub) is
+	// given once however many are sent it. Threads gives it every event
+	// it writes.
 	Verify func(proto string, frame []byte, err error)
 	// Metrics counts connections, frames and slow consumers; nil counts
 	// nothing.

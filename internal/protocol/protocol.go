@@ -16,8 +16,10 @@
 // streams, end the running ones, wait for them until the context ends);
 // a Session is the skeleton of a WebSocket adapter's socket (a reader, the
 // socket's follow beside it under an errgroup, the one writer of
-// wsconn.Conn, and wsconn's close codes); wiretest holds the wire checks
-// every WebSocket protocol's tests share.
+// wsconn.Conn, and wsconn's close codes); SharedFrames is what the
+// streams of one thread share, so that a frame that is the same on all of
+// them is encoded once; wiretest holds the wire checks every WebSocket
+// protocol's tests share.
 package protocol
 
 import (

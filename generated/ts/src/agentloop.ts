@@ -2,7 +2,7 @@
 
 /** The turn is over and the agent is ready for new input. The server follows it with a context_info frame. */
 export interface AgentFinishedMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** Which response finished. */
   payload: {
@@ -15,7 +15,7 @@ export interface AgentFinishedMessage {
 
 /** Asks the user to approve a command or a patch; the turn waits for an approval_response. Known read-only commands run without asking under the default policy. */
 export interface ApprovalRequestMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** What needs approval. */
   payload: {
@@ -57,7 +57,7 @@ export interface ApprovalResponseMessage {
 
 /** The conversation's history was replaced by a summary, either because use passed the threshold or because the client sent manual_compact. */
 export interface ContextCompactedMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** Token counts before and after. */
   payload: {
@@ -76,7 +76,7 @@ export interface ContextCompactedMessage {
 
 /** How much of the model's context window the conversation uses: the answer to get_context_info, also sent after every agent_finished, and as the first frame of every connection (with threadId). tokenCount starts from the prompt tokens the provider reported for the last model call and adds an estimate of what came since (OpenAI's tokenizer for OpenAI models, about four characters per token for others). */
 export interface ContextInfoMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** The usage figures. */
   payload: {
@@ -99,7 +99,7 @@ export interface ContextInfoMessage {
 
 /** Something went wrong: a frame that could not be decoded, a message the server cannot act on now, or a failed turn (which is followed by loading_state false). The connection stays open. */
 export interface ErrorMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** What went wrong. */
   payload: {
@@ -127,7 +127,7 @@ export interface GetContextInfoMessage {
 
 /** Says whether the agent is working: true when a turn starts, false when it ends (before agent_finished, or after the error of a failed turn). */
 export interface LoadingStateMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** The state. */
   payload: {
@@ -153,7 +153,7 @@ export interface ManualCompactMessage {
 
 /** Streams one complete item of the agent's work (a message, a tool call or its output, a shell call or its output, or reasoning); items are never token deltas. */
 export interface ResponseItemMessage {
-  /** Identifies the frame: a fresh random UUID (version 4) that the server generates for every frame it sends. A reply never reuses the id of the client frame it answers. */
+  /** Identifies the frame: a UUID that the server gives every frame it sends, unique to the frame. A frame that shows an event of the thread alike on every connection (an item, loading_state, agent_finished, an approval_request, an error of a failed turn) has the name-based UUID (version 5) of the event and of the frame's place among the event's frames, so that every connection of the thread, and one that replays the thread later, has the same id for it; every other frame (context_info, the answers to one connection's messages, a notice meant for one connection) has a fresh random UUID (version 4). A reply never reuses the id of the client frame it answers. */
   id: string;
   /** The item, told apart by its `type`. */
   payload: MessageItem | FunctionCallItem | FunctionCallOutputItem | LocalShellCallItem | LocalShellCallOutputItem | ReasoningItem;

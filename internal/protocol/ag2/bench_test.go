@@ -56,3 +56,61 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(evs)), "events/op")
 }
+
+// BenchmarkFanOut is what the live frames of two turns (about 60 events,
+// a streamed reply of 20 chunks each) cost the server on each of 100
+// sockets of one chat, each with its own projector as on a real socket:
+// "unshared" has every socket encode every frame (before), "shared" the
+// path now, where the sockets take each frame's bytes from the chat's
+// shared frames and only the first encodes it. The network is excluded.
+func BenchmarkFanOut(b *testing.B) {
+	const sockets = 100
+	evs := chatEvents(2)
+	for i := range evs {
+		evs[i].ID = fmt.Sprintf("e%d", i)
+	}
+	p, _ := loadPrices("")
+	h := &Handler{frames: newSharedFrames()}
+	for _, shared := range []bool{false, true} {
+		b.Run(map[bool]string{false: "unshared", true: "shared"}[shared], func(b *testing.B) {
+			b.ReportAllocs()
+			deliveries := 0
+			for b.Loop() {
+				ss := make([]*session, sockets)
+				for i := range ss {
+					ss[i] = &session{h: h, workflow: "default", proj: newProjector("c", p, "gpt-4o").inWorkflow("default")}
+					if shared {
+						ss[i].frames = h.frames.Join("c")
+					}
+				}
+				for _, e := range evs {
+					for _, s := range ss {
+						frames := s.proj.Project(e)
+						if shared {
+							s.keyFrames(e, frames)
+						}
+						for _, fr := range frames {
+							var ok bool
+							if shared {
+								_, ok = s.frames.Frame(fr.key, func() (encoded, bool) { return s.encode(fr, false) })
+							} else {
+								_, ok = s.encode(fr, false)
+							}
+							if !ok {
+								b.Fatal("a frame that does not encode")
+							}
+							deliveries++
+						}
+					}
+				}
+				for _, s := range ss {
+					if s.frames != nil {
+						h.frames.Leave(s.frames)
+					}
+				}
+			}
+			b.ReportMetric(float64(deliveries)/float64(b.N), "deliveries/op")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(deliveries), "ns/delivery")
+		})
+	}
+}

@@ -68,6 +68,9 @@ type Handler struct {
 	afterSeq  bool            // --ag2-resume=after-seq: a first resume replays only what follows its seq
 
 	streams drain.Group // one per socket's follow goroutine
+	// frames is what the sockets of each chat share: the live frames
+	// that are the same on all of them, encoded once.
+	frames *protocol.SharedFrames[frameKey, encoded]
 
 	mu    sync.Mutex
 	users map[string]*rate.Limiter // by enterprise and user
@@ -94,12 +97,18 @@ func New(env protocol.Env) (*Handler, error) {
 	h := &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, ag2api.ValidateOutbound), prices: p, model: env.Model,
 		legacy: env.AG2.LegacyTypes, afterSeq: env.AG2.ResumeAfterSeq, rate: r, burst: max(env.AG2.Burst, 1),
-		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{}}
+		workflows: lookupIn(env.Workflows), users: map[string]*rate.Limiter{},
+		frames: newSharedFrames()}
 	if env.Workflows != nil {
 		h.names = env.Workflows.Names
 	}
 	h.rest = newRESTState(env)
 	return h, nil
+}
+
+// newSharedFrames is what the sockets of each chat share (frameKey).
+func newSharedFrames() *protocol.SharedFrames[frameKey, encoded] {
+	return protocol.NewSharedFrames[frameKey](func(w encoded) int { return len(w.b) + len(w.old) })
 }
 
 // lookupIn is the workflow check of a catalog: nil for a workflow that

@@ -40,6 +40,24 @@ type frame struct {
 	seq int64
 	at  time.Time
 	msg ag2api.Outbound
+	// key, when the frame is sent live, names it among the frames that
+	// every socket of the chat's workflow is sent alike (see
+	// session.follow); zero for a socket's own frame.
+	key frameKey
+}
+
+// frameKey names a live frame of the chat's stream that is the same, to
+// the byte, on every socket of the chat with the same workflow: the event
+// it projects, its place among the event's frames, and the workflow (the
+// UI tool frames name it). A live projector's frames depend on the event
+// and the chat's events before it alone, except that a socket's own user
+// message is left out (the frame is then not sent, and it is the only
+// frame of its event); a replay's frames (replay:true, coalesced, with
+// the transcript's answers) are each socket's own.
+type frameKey struct {
+	event    string
+	part     int
+	workflow string
 }
 
 // kind is the kind of a pending request, which says how an answer to it

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/agentwire/agentwire/generated/ag2api"
+	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/logs"
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
@@ -27,8 +28,9 @@ type session struct {
 	workflow, ent, user string
 	limiter             *rate.Limiter
 	proj                *projector
-	resume              chan int64    // client.resume's lastClientIndex, to the follow goroutine
-	started             chan struct{} // closed at the client's first message other than client.resume
+	frames              *protocol.ThreadFrames[frameKey, encoded] // what the chat's sockets share
+	resume              chan int64                                // client.resume's lastClientIndex, to the follow goroutine
+	started             chan struct{}                             // closed at the client's first message other than client.resume
 	start               sync.Once
 	ag2api.UnimplementedHandler
 }
@@ -78,7 +80,9 @@ func (s *session) open(ctx context.Context) func(context.Context) {
 		s.c.Fail("the chat could not be followed")
 		return nil
 	}
+	s.frames = s.h.frames.Join(s.chat)
 	return func(ctx context.Context) {
+		defer s.h.frames.Leave(s.frames)
 		defer f.Close()
 		s.follow(ctx, f)
 	}
@@ -203,6 +207,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				if e.Seq <= head {
 					continue
 				}
+				s.keyFrames(e, frames)
 				if holding {
 					held = append(held, frames...)
 					continue
@@ -213,6 +218,16 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 			}
 		}
+	}
+}
+
+// keyFrames gives the live frames of e their keys (frameKey).
+func (s *session) keyFrames(e event.Event, frames []frame) {
+	if e.ID == "" {
+		return // not from the log: nothing names it
+	}
+	for i := range frames {
+		frames[i].key = frameKey{event: e.ID, part: i, workflow: s.workflow}
 	}
 }
 
@@ -310,28 +325,53 @@ func coalesce(frames []frame) []frame {
 	return out
 }
 
-// send encodes fr and queues it; replayed frames carry replay:true.
+// send encodes fr and queues it; replayed frames carry replay:true. A
+// live frame with a key is encoded once for every socket of the chat
+// (frameKey).
 func (s *session) send(fr frame, replayed bool) {
+	var w encoded
+	var ok bool
+	if replayed || fr.key == (frameKey{}) {
+		w, ok = s.encode(fr, replayed)
+	} else {
+		w, ok = s.frames.Frame(fr.key, func() (encoded, bool) { return s.encode(fr, false) })
+	}
+	if !ok {
+		return
+	}
+	s.c.Send(w.b)
+	if w.old != nil {
+		s.c.Send(w.old)
+	}
+}
+
+// encoded is a frame as sent: its bytes, and with --ag2-legacy-types the
+// same frame with the type's old name, sent after it.
+type encoded struct{ b, old []byte }
+
+// encode encodes fr (and has it verified); ok false when it cannot be
+// encoded, which is logged.
+func (s *session) encode(fr frame, replayed bool) (encoded, bool) {
 	b, err := ag2api.Encode(fr.msg)
 	if err != nil {
 		s.log.L().Error("ag2: encode a frame", "type", fr.msg.MessageType(), "err", err)
-		return
+		return encoded{}, false
 	}
 	at := fr.at
 	if at.IsZero() {
 		at = time.Now()
 	}
-	b = envelope(flatten(b), at, replayed)
+	w := encoded{b: envelope(flatten(b), at, replayed)}
 	if s.h.verify != nil {
-		s.h.verify(b)
+		s.h.verify(w.b)
 	}
-	s.c.Send(b)
 	if s.h.legacy {
 		if t := fr.msg.MessageType(); strings.HasPrefix(t, "chat.") {
 			old, _ := json.Marshal(strings.TrimPrefix(t, "chat."))
-			s.c.Send(bytes.Replace(b, []byte(`"type":"`+t+`"`), append([]byte(`"type":`), old...), 1))
+			w.old = bytes.Replace(w.b, []byte(`"type":"`+t+`"`), append([]byte(`"type":`), old...), 1)
 		}
 	}
+	return w, true
 }
 
 // envelope adds timestamp (and replay) to an encoded frame.

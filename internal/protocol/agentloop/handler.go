@@ -49,6 +49,9 @@ type Handler struct {
 	window int
 
 	streams drain.Group // one per connection's follow goroutine
+	// frames is what the connections of each thread share: the frames
+	// that depend on their event alone, encoded once.
+	frames *protocol.SharedFrames[frameKey, []byte]
 }
 
 // New returns a Handler. Shutdown ends its connections' follows.
@@ -60,7 +63,13 @@ func New(env protocol.Env) *Handler {
 	conn := env.ConnOptions(Name, log)
 	return &Handler{core: env.Core, conns: env.Conns, conn: conn, log: log,
 		verify: env.Verifier(Name, agentloopapi.ValidateOutbound),
-		model:  env.Model, window: env.ContextWindow}
+		model:  env.Model, window: env.ContextWindow,
+		frames: newSharedFrames()}
+}
+
+// newSharedFrames is what the connections of each thread share (keyed).
+func newSharedFrames() *protocol.SharedFrames[frameKey, []byte] {
+	return protocol.NewSharedFrames[frameKey](func(b []byte) int { return len(b) })
 }
 
 // maxThreadID bounds a thread id given with ?thread_id=.
@@ -113,6 +122,7 @@ type session struct {
 	log    logs.Lazy // the handler's, with the connection's id
 	thread string
 	proj   *projector
+	frames *protocol.ThreadFrames[frameKey, []byte] // what the thread's connections share
 }
 
 var _ agentloopapi.Handler = (*session)(nil)
@@ -137,8 +147,10 @@ func (s *session) open(joined bool) func(ctx context.Context) func(context.Conte
 			return nil
 		}
 		s.proj = newProjector(f.Head())
+		s.frames = s.h.frames.Join(s.thread)
 		s.sendContextInfo(ctx, true)
 		return func(ctx context.Context) {
+			defer s.h.frames.Leave(s.frames)
 			defer f.Close()
 			s.follow(ctx, f)
 		}
@@ -148,8 +160,8 @@ func (s *session) open(joined bool) func(ctx context.Context) func(context.Conte
 // follow sends the thread's frames until ctx ends.
 func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	err := f.Run(ctx, func(e event.Event) error {
-		for _, m := range s.proj.Project(e) {
-			s.send(m)
+		for _, f := range s.proj.frames(e) {
+			s.sendKeyed(f)
 		}
 		if s.proj.wantInfo {
 			s.sendContextInfo(ctx, false)
@@ -297,7 +309,7 @@ func (s *session) contextInfo(ctx context.Context, first bool) (agentloopapi.Out
 	if first {
 		payload.ThreadID = &s.thread
 	}
-	return agentloopapi.NewContextInfoMessage(frameID(), payload), nil
+	return agentloopapi.NewContextInfoMessage(noID, payload), nil
 }
 
 // contextUsage measures the thread's context as the next model call
@@ -326,7 +338,7 @@ func (s *session) sendUnchanged(ctx context.Context) {
 		}
 		return
 	}
-	s.send(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+	s.send(agentloopapi.NewContextCompactedMessage(noID, agentloopapi.ContextCompactedMessagePayload{
 		OldTokenCount: u.TokenCount, NewTokenCount: u.TokenCount, Strategy: strategyName,
 	}))
 }
@@ -343,15 +355,32 @@ func (s *session) sendContextInfo(ctx context.Context, first bool) {
 }
 
 func (s *session) send(m agentloopapi.Outbound) {
+	if b, ok := s.encode(m); ok {
+		s.c.Send(b)
+	}
+}
+
+// sendKeyed sends a frame of the thread: one that depends on its event
+// alone is encoded once for all the thread's connections.
+func (s *session) sendKeyed(f keyed) {
+	if b, ok := s.frames.Frame(f.key, func() ([]byte, bool) { return s.encode(f.withID()) }); ok {
+		s.c.Send(b)
+	}
+}
+
+// encode encodes m, with a fresh id if it has none (and has it
+// verified); ok false when it cannot be encoded, which is logged.
+func (s *session) encode(m agentloopapi.Outbound) ([]byte, bool) {
+	m = withID(m, frameID)
 	b, err := agentloopapi.Encode(m)
 	if err != nil {
 		s.log.L().Error("agentloop: encode a frame", "type", m.MessageType(), "err", err)
-		return
+		return nil, false
 	}
 	if s.h.verify != nil {
 		s.h.verify(b)
 	}
-	s.c.Send(b)
+	return b, true
 }
 
 // failure is an error with what the session was doing when it happened.

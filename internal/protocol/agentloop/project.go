@@ -3,6 +3,7 @@ package agentloop
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -50,9 +51,11 @@ type projector struct {
 	wantUnchanged bool
 
 	// replayed is the approval request met in replayed history and not
-	// resolved in it so far: it is sent once the history is, so that a
-	// client joining a thread is asked only what is still pending.
-	replayed *event.ToolApprovalRequested
+	// resolved in it so far, and replayedID its event's id: it is sent
+	// once the history is, so that a client joining a thread is asked
+	// only what is still pending.
+	replayed   *event.ToolApprovalRequested
+	replayedID string
 
 	mu       sync.Mutex
 	approval *approval // the approval request the thread waits on
@@ -87,18 +90,112 @@ func newProjector(head int64) *projector {
 		own: map[string]bool{}, answered: map[string]bool{}}
 }
 
-// Project returns the frames e shows as.
+// Project returns the frames e shows as, with their ids.
 func (p *projector) Project(e event.Event) []agentloopapi.Outbound {
+	var out []agentloopapi.Outbound
+	for _, f := range p.frames(e) {
+		out = append(out, f.withID())
+	}
+	return out
+}
+
+// keyed is a frame, without its id yet, and, when its bytes depend on
+// its event alone (the same on every connection of the thread), the key
+// they are shared by (protocol.SharedFrames); the zero key marks a frame
+// of this connection's own (a notice meant for it, which project marks
+// own).
+type keyed struct {
+	m   agentloopapi.Outbound
+	key frameKey
+	own bool
+}
+
+// withID is the frame with its id: its key's, or a fresh random one for
+// a frame of the connection's own. It is given only when the frame is
+// encoded, so that a frame another connection encoded costs nothing.
+func (f keyed) withID() agentloopapi.Outbound {
+	if f.key == (frameKey{}) {
+		return withID(f.m, frameID)
+	}
+	return withID(f.m, f.key.id)
+}
+
+// frameKey names a frame that is the same on every connection: the event
+// it projects, and which of that event's such frames it is.
+type frameKey struct {
+	event string
+	part  int
+}
+
+// frames returns the frames e shows as, each frame that depends on e
+// alone with its key, whose UUID is its id (keyed.withID), so that it is
+// the same frame, to the byte, on every connection that is sent it. What
+// a connection is sent of an event depends on its own state only in
+// whether a frame is sent (its own user messages, replayed history) and
+// in the notices meant for it, which have no key and a random id.
+func (p *projector) frames(e event.Event) []keyed {
 	out := p.project(e)
+	part := 0
+	for i := range out {
+		if out[i].own || e.ID == "" {
+			continue
+		}
+		out[i].key = frameKey{event: e.ID, part: part}
+		part++
+	}
 	if e.Seq == p.head && p.replayed != nil {
-		// The end of the history: the request it leaves pending.
-		out = append(out, p.request(*p.replayed))
+		// The end of the history: the request it leaves pending, the
+		// same frame live connections were sent.
+		out = append(out, keyed{m: p.request(*p.replayed), key: frameKey{event: p.replayedID}})
 		p.replayed = nil
 	}
 	return out
 }
 
-func (p *projector) project(e event.Event) []agentloopapi.Outbound {
+// frameSpace is the namespace of the frame ids made from frame keys.
+var frameSpace = uuid.MustParse("6f1d3c2e-8a57-4b0e-9c61-2f4d8e7a1b35")
+
+// id is the frame id of k: a name-based UUID (version 5) of the event id
+// and part, unique to the frame.
+func (k frameKey) id() string {
+	return uuid.NewSHA1(frameSpace, []byte(k.event+"/"+strconv.Itoa(k.part))).String()
+}
+
+// withID is m with id() as its frame id if it has none yet. The frames'
+// constructors leave the id out: it is given when the frame is encoded.
+func withID(m agentloopapi.Outbound, id func() string) agentloopapi.Outbound {
+	set := func(have *string) {
+		if *have == "" {
+			*have = id()
+		}
+	}
+	switch v := m.(type) {
+	case agentloopapi.ResponseItemMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.LoadingStateMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.ApprovalRequestMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.AgentFinishedMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.ContextCompactedMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.ContextInfoMessage:
+		set(&v.ID)
+		return v
+	case agentloopapi.ErrorMessage:
+		set(&v.ID)
+		return v
+	}
+	return m
+}
+
+func (p *projector) project(e event.Event) []keyed {
 	live := e.Seq > p.head
 	p.wantInfo = false
 	switch v := e.Payload.(type) {
@@ -143,7 +240,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		p.approval = &approval{callID: v.CallID, patch: v.Patch, command: shown(v)}
 		p.mu.Unlock()
 		if !live {
-			p.replayed = &v
+			p.replayed, p.replayedID = &v, e.ID
 			return nil
 		}
 		return one(p.request(v))
@@ -165,9 +262,9 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 			}
 		}
 		p.mu.Unlock()
-		var out []agentloopapi.Outbound
+		var out []keyed
 		if live && !mine {
-			out = append(out, message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)))
+			out = append(out, keyed{m: message("notice_"+e.ID, "system", answeredElsewhere(command, v.Decision)), own: true})
 		}
 		if v.Decision != event.DecisionExplain {
 			out = append(out, p.showCall(v.CallID)...)
@@ -183,7 +280,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		if c != nil {
 			name = c.name
 		}
-		return append(out, callOutput(name, v))
+		return append(out, keyed{m: callOutput(name, v)})
 	case event.InputRequested:
 		p.mu.Lock()
 		p.question = v.RequestID
@@ -199,7 +296,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 		return one(message(v.RequestID, "system", "The agent asks to show a "+v.Component+
 			" component, which this client cannot show. A client of a protocol with UI components (AG2 chat.*) can answer it; until then the turn waits."))
 	case event.ContextCompacted:
-		return one(agentloopapi.NewContextCompactedMessage(frameID(), agentloopapi.ContextCompactedMessagePayload{
+		return one(agentloopapi.NewContextCompactedMessage(noID, agentloopapi.ContextCompactedMessagePayload{
 			OldTokenCount: max(v.OldTokens, 0), NewTokenCount: max(v.NewTokens, 0),
 			ReductionPercent: reduction(v.OldTokens, v.NewTokens), Strategy: strategyName,
 		}))
@@ -228,7 +325,7 @@ func (p *projector) project(e event.Event) []agentloopapi.Outbound {
 // session adds a context_compacted of reduction 0, live); for one that
 // failed what went wrong. msg is the failure's message, or the reason
 // a compaction compacted nothing.
-func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []agentloopapi.Outbound {
+func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) []keyed {
 	p.mu.Lock()
 	p.approval, p.question = nil, "" // nothing waits once the run is over
 	p.mu.Unlock()
@@ -251,23 +348,23 @@ func (p *projector) endRun(e event.Event, live bool, reason, code, msg string) [
 		return nil
 	}
 	if code != "" {
-		return []agentloopapi.Outbound{
-			message("failed_"+e.Run, "system", "⚠️ "+msg),
-			errorFrame(msg, map[string]any{"code": code}),
-			loading(false),
+		return []keyed{
+			{m: message("failed_"+e.Run, "system", "⚠️ "+msg)},
+			{m: errorFrame(msg, map[string]any{"code": code})},
+			{m: loading(false)},
 		}
 	}
-	var out []agentloopapi.Outbound
+	var out []keyed
 	if reason == "cancelled" {
-		out = append(out, message("cancelled_"+e.Run, "system", "The turn was cancelled."))
+		out = append(out, keyed{m: message("cancelled_"+e.Run, "system", "The turn was cancelled.")})
 	}
-	out = append(out, loading(false), agentloopapi.NewAgentFinishedMessage(frameID(), agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run}))
+	out = append(out, keyed{m: loading(false)}, keyed{m: agentloopapi.NewAgentFinishedMessage(noID, agentloopapi.AgentFinishedMessagePayload{ResponseID: e.Run})})
 	p.wantInfo = live
 	return out
 }
 
 // showCall returns the item of a call the first time it is asked for.
-func (p *projector) showCall(id string) []agentloopapi.Outbound {
+func (p *projector) showCall(id string) []keyed {
 	c := p.calls[id]
 	if c == nil || c.shown {
 		return nil
@@ -377,7 +474,7 @@ func approvalRequest(v event.ToolApprovalRequested) agentloopapi.ApprovalRequest
 		}
 		payload.Command = []string{v.Name, args}
 	}
-	return agentloopapi.NewApprovalRequestMessage(frameID(), payload)
+	return agentloopapi.NewApprovalRequestMessage(noID, payload)
 }
 
 // callOutput is a call's output item: the documented JSON string with the
@@ -481,7 +578,7 @@ func reduction(old, new int) float64 {
 }
 
 func loading(on bool) agentloopapi.Outbound {
-	return agentloopapi.NewLoadingStateMessage(frameID(), agentloopapi.LoadingStateMessagePayload{Loading: on})
+	return agentloopapi.NewLoadingStateMessage(noID, agentloopapi.LoadingStateMessagePayload{Loading: on})
 }
 
 func message(id, role, s string) agentloopapi.Outbound {
@@ -489,7 +586,7 @@ func message(id, role, s string) agentloopapi.Outbound {
 }
 
 func responseItem(v agentloopapi.ResponseItemValue) agentloopapi.Outbound {
-	return agentloopapi.NewResponseItemMessage(frameID(), agentloopapi.ResponseItem{Value: v})
+	return agentloopapi.NewResponseItemMessage(noID, agentloopapi.ResponseItem{Value: v})
 }
 
 // errorFrame is an error frame with details (nil: none).
@@ -498,7 +595,7 @@ func errorFrame(msg string, details map[string]any) agentloopapi.Outbound {
 	if details != nil {
 		payload.Details, _ = json.Marshal(details)
 	}
-	return agentloopapi.NewErrorMessage(frameID(), payload)
+	return agentloopapi.NewErrorMessage(noID, payload)
 }
 
 // text is the content of a message or reasoning item: one input_text part,
@@ -507,7 +604,11 @@ func text(s string) []agentloopapi.ContentPart {
 	return []agentloopapi.ContentPart{{Type: "input_text", Text: s}}
 }
 
-// frameID is a fresh frame id: a random UUID.
+// frameID is a fresh frame id: a random UUID. A frame that depends on
+// its event alone is given the id of its key instead (keyed.withID).
 func frameID() string { return uuid.NewString() }
 
-func one(m agentloopapi.Outbound) []agentloopapi.Outbound { return []agentloopapi.Outbound{m} }
+// noID is the id of a frame as built: none yet (withID).
+const noID = ""
+
+func one(m agentloopapi.Outbound) []keyed { return []keyed{{m: m}} }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-faster/jx"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/sse"
 )
 
 // The paths of the protocol, as http.ServeMux patterns.
@@ -75,8 +75,7 @@ type Handler struct {
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
 	cancelAbort context.CancelFunc
 
-	framesMu sync.Mutex
-	frames   map[string]*sharedFrames // by thread, while it has open streams
+	frames *protocol.SharedFrames[sharedKey, sse.Frame] // what each thread's streams share
 
 	verify func(frame []byte) // nil unless the server checks its events (tests)
 }
@@ -98,7 +97,7 @@ func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: map[string]*sharedFrames{}, verify: verify}
+	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: newSharedFrames(), verify: verify}
 	h.stopping = h.streams.Stopping()
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()

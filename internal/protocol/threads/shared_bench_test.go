@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentwire/agentwire/internal/event"
+	"github.com/agentwire/agentwire/internal/protocol"
 	"github.com/agentwire/agentwire/internal/sse"
 )
 
@@ -59,10 +60,11 @@ func BenchmarkFanOut(b *testing.B) {
 	})
 	b.Run("shared", func(b *testing.B) {
 		for b.Loop() {
-			var shared sharedFrames
-			shared.streams.Store(subscribers)
+			frames := newSharedFrames()
+			shared := make([]*protocol.ThreadFrames[sharedKey, sse.Frame], subscribers)
 			projectors := make([]*projector, subscribers)
 			for i := range projectors {
+				shared[i] = frames.Join(thread.String())
 				projectors[i] = newProjector(thread)
 			}
 			for _, e := range events {
@@ -70,16 +72,18 @@ func BenchmarkFanOut(b *testing.B) {
 					if ok, _ := projectors[i].shows(e); !ok {
 						b.Fatal("a token that does not show")
 					}
-					f, ok := shared.get(sharedKey{id: e.ID})
+					f, ok := shared[i].Frame(sharedKey{id: e.ID}, func() (sse.Frame, bool) {
+						f, err := encodeFrame(projectors[i].render(e))
+						return f, err == nil
+					})
 					if !ok {
-						var err error
-						if f, err = encodeFrame(projectors[i].render(e)); err != nil {
-							b.Fatal(err)
-						}
-						shared.put(sharedKey{id: e.ID}, f)
+						b.Fatal("a token that does not encode")
 					}
 					_ = w.Frame(f)
 				}
+			}
+			for _, t := range shared {
+				frames.Leave(t)
 			}
 		}
 		b.ReportMetric(float64(subscribers*tokens*b.N)/b.Elapsed().Seconds(), "deliveries/s")

@@ -81,7 +81,7 @@ type stream struct {
 	// deltas keeps the message text sent ahead of its commit (previews)
 	// from being sent again when the commit arrives.
 	deltas protocol.Deltas
-	frames *sharedFrames // what the thread's streams share
+	frames *protocol.ThreadFrames[sharedKey, sse.Frame] // what the thread's streams share
 	// wake is all the stream waits for: the pull, the heartbeat timer, the
 	// client's going and Shutdown each signal it.
 	wake    waker
@@ -129,8 +129,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id uuid.UUID, p
 		h: h, log: logs.For(r.Context(), h.log), rc: http.NewResponseController(w), sw: sse.NewWriter(w),
 		thread: id.String(), delivered: from.Seq, known: known, deltas: from.Resume(), wake: wake,
 	}
-	s.frames = h.joinFrames(s.thread)
-	defer h.leaveFrames(s.frames)
+	s.frames = h.frames.Join(s.thread)
+	defer h.frames.Leave(s.frames)
 	s.beat = time.AfterFunc(h.opts.Heartbeat, func() {
 		s.beatDue.Store(true)
 		wake.kick()
@@ -256,17 +256,13 @@ func (s *stream) show(e event.Event, v view) (end bool, err error) {
 		// delta that will commit it.)
 		key.at, key.ahead = pos, true
 	}
-	// The rest of a delta partly sent ahead is this stream's own, and a
-	// thread with one stream has nobody to share with.
-	if cut || !s.frames.shared() {
+	// The rest of a delta partly sent ahead is this stream's own.
+	if cut {
 		return end, s.put(s.rendered(v, e, key))
 	}
-	f, ok := s.frames.get(key)
+	f, ok := s.frames.Frame(key, func() (sse.Frame, bool) { return s.encode(s.rendered(v, e, key)) })
 	if !ok {
-		if f, ok = s.encode(s.rendered(v, e, key)); !ok {
-			return end, nil
-		}
-		s.frames.put(key, f)
+		return end, nil
 	}
 	return end, s.putFrame(f)
 }
