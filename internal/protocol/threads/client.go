@@ -209,6 +209,11 @@ func (s *Stream) Next(ctx context.Context) (threadsapi.StreamEvent, error) {
 	if s.ended {
 		return threadsapi.StreamEvent{}, io.EOF
 	}
+	if err := ctx.Err(); err != nil {
+		// Done already: an event the reader holds is not returned either.
+		s.body.Close()
+		return threadsapi.StreamEvent{}, err
+	}
 	stop := context.AfterFunc(ctx, func() { s.body.Close() })
 	defer stop()
 	for {
