@@ -90,7 +90,7 @@ func New(env protocol.Env) (*Handler, error) {
 
 // ServeHTTP upgrades to a WebSocket and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+	wsconn.Start(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, c: c, log: logs.For(ctx, h.log), who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
 		return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
 			s.send(errorFrame("", "the server is shutting down; try again shortly"))
