@@ -30,6 +30,14 @@ type Session struct {
 	// (Open has sent or closed what says why). Without Open only the
 	// reader runs.
 	Open func(ctx context.Context) (follow func(ctx context.Context))
+	// Watch, instead of Open, starts a socket whose follow needs no
+	// goroutine while it is idle (a thread.Watch, work started on
+	// demand): it starts with the follow's context and returns wait,
+	// which returns once everything it started under that context has
+	// ended, or nil when the socket is not to be served. Serve calls wait
+	// once the context is done (on a goroutine that exists only from then
+	// on) and waits for it.
+	Watch func(ctx context.Context) (wait func())
 	// Handle handles one client frame; the reader reads the next once it
 	// has returned.
 	Handle func(ctx context.Context, frame []byte)
@@ -41,7 +49,7 @@ type Session struct {
 // Serve serves c until it ends; streams is the adapter's, whose Shutdown
 // ends the follow and waits for it.
 func (s Session) Serve(ctx context.Context, c *wsconn.Conn, streams *drain.Group) error {
-	if s.Open == nil {
+	if s.Open == nil && s.Watch == nil {
 		return s.read(ctx, c)
 	}
 	fctx, stop, done, ok := streams.Begin(ctx)
@@ -51,18 +59,32 @@ func (s Session) Serve(ctx context.Context, c *wsconn.Conn, streams *drain.Group
 		}
 		return nil
 	}
-	var follow func(context.Context)
-	Aside(func() { follow = s.Open(fctx) })
-	if follow == nil {
-		done()
-		return nil
-	}
 	ended := make(chan struct{})
-	go func() {
-		defer close(ended)
-		defer done()
-		follow(fctx)
-	}()
+	if s.Watch != nil {
+		var wait func()
+		Aside(func() { wait = s.Watch(fctx) })
+		if wait == nil {
+			done()
+			return nil
+		}
+		context.AfterFunc(fctx, func() {
+			defer close(ended)
+			defer done()
+			wait()
+		})
+	} else {
+		var follow func(context.Context)
+		Aside(func() { follow = s.Open(fctx) })
+		if follow == nil {
+			done()
+			return nil
+		}
+		go func() {
+			defer close(ended)
+			defer done()
+			follow(fctx)
+		}()
+	}
 	err := s.read(ctx, c)
 	stop() // the reader has ended: so does the follow
 	<-ended
