@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,7 +48,12 @@ const idleSessions = 500
 //     for an approval, so that the stream stays open.
 //
 // Run it with -benchtime=1x (one measurement per protocol takes seconds).
+// AGENTWIRE_IDLE_PROFILE=folder also writes heap profiles of agentwire's
+// sessions (heapProfile).
 func BenchmarkIdleSessions(b *testing.B) {
+	if os.Getenv("AGENTWIRE_IDLE_PROFILE") != "" {
+		runtime.MemProfileRate = 1
+	}
 	srv := servertest.Start(b, servertest.Config(b, "--max-conns", "100000", "--max-conns-per-ip", "100000",
 		"--run-rate", "0"), servertest.Options{})
 	base := "http://" + srv.Addr("main")
@@ -75,16 +82,19 @@ func BenchmarkIdleSessions(b *testing.B) {
 			for b.Loop() {
 				// What the first sessions set up lazily is not every
 				// session's cost.
-				measureIdle(b, k.kind, k.url, 8)
-				measureIdle(b, k.kind, k.relayU, 8)
-				rl = measureIdle(b, k.kind, k.relayU, idleSessions)
-				aw = measureIdle(b, k.kind, k.url, idleSessions)
+				measureIdle(b, k.kind, k.url, 8, "")
+				measureIdle(b, k.kind, k.relayU, 8, "")
+				rl = measureIdle(b, k.kind, k.relayU, idleSessions, "")
+				heapProfile(b, k.name+".before")
+				aw = measureIdle(b, k.kind, k.url, idleSessions, k.name+".after")
 			}
 			b.ReportMetric(aw.heap, "heap-B/session")
 			b.ReportMetric(aw.stack, "stack-B/session")
 			b.ReportMetric(aw.goroutines, "goroutines/session")
 			b.ReportMetric(aw.heap+aw.stack, "B/session")
 			b.ReportMetric(rl.heap+rl.stack, "relay-B/session")
+			b.ReportMetric(rl.heap, "relay-heap-B/session")
+			b.ReportMetric(rl.stack, "relay-stack-B/session")
 			b.ReportMetric(rl.goroutines, "relay-goroutines/session")
 			b.ReportMetric((aw.heap+aw.stack)/(rl.heap+rl.stack), "x-relay")
 		})
@@ -95,8 +105,10 @@ func BenchmarkIdleSessions(b *testing.B) {
 type idleCost struct{ heap, stack, goroutines float64 }
 
 // measureIdle opens n sessions of kind at url from a client process, and
-// returns what the server holds for each once they are idle.
-func measureIdle(b *testing.B, kind, url string, n int) idleCost {
+// returns what the server holds for each once they are idle. With
+// AGENTWIRE_IDLE_PROFILE set to a folder, a heap profile is written there
+// as profile when the sessions are idle (see heapProfile).
+func measureIdle(b *testing.B, kind, url string, n int, profile string) idleCost {
 	b.Helper()
 	before := memNow()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestIdleClient$", "-test.count=1")
@@ -137,10 +149,32 @@ func measureIdle(b *testing.B, kind, url string, n int) idleCost {
 	// The runs the chats started end, and the sockets' writers with them.
 	time.Sleep(time.Second)
 	after := memNow()
+	if profile != "" {
+		heapProfile(b, profile)
+	}
 	return idleCost{
 		heap:       float64(after.heap-before.heap) / float64(n),
 		stack:      float64(after.stack-before.stack) / float64(n),
 		goroutines: float64(after.goroutines-before.goroutines) / float64(n),
+	}
+}
+
+// heapProfile writes a heap profile, after a collection, to name in the
+// folder AGENTWIRE_IDLE_PROFILE names; without it, nothing. Compare two
+// with go tool pprof -sample_index=inuse_space -diff_base before after.
+func heapProfile(b *testing.B, name string) {
+	dir := os.Getenv("AGENTWIRE_IDLE_PROFILE")
+	if dir == "" {
+		return
+	}
+	runtime.GC()
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -1,5 +1,7 @@
 // Package wsconn is the connection plumbing the four WebSocket protocols
-// share: the handler goroutine reads, one writer goroutine at a time owns
+// share: the socket's goroutine reads (Start: a goroutine of its own, so
+// that the HTTP request's deep stack and spare buffers go once the socket
+// is accepted), one writer goroutine at a time owns
 // writes and runs only while frames wait, the outbound queue is bounded (a
 // client that does not read is disconnected, never allowed to stall the
 // server) and grows only while frames wait, so an idle socket holds neither
@@ -287,7 +289,8 @@ func (c *Conn) write(f []byte) error {
 // a deadline of the write timeout that moves only once half of it has
 // passed (a context and its timer per frame cost more than writing a small
 // frame), so that a write that blocks is cut after between half the
-// timeout and all of it. Only the writer calls it.
+// timeout and all of it. Only the writer calls it; a writer that finds
+// the queue empty lets it go.
 func (c *Conn) writeContext() context.Context {
 	now := time.Now()
 	if c.wctx == nil || c.wuntil.Sub(now) < c.opts.WriteTimeout/2 {
@@ -320,6 +323,12 @@ func (c *Conn) writeOut() {
 		batch, c.queue = c.queue, batch
 		closing := c.closing
 		if len(batch) == 0 && !closing {
+			// Idle: the write context and its timer go with the writer;
+			// the next writer makes its own.
+			if c.wcancel != nil {
+				c.wcancel()
+				c.wctx, c.wcancel = nil, nil
+			}
 			c.writing = false
 			c.mu.Unlock()
 			return
