@@ -85,10 +85,12 @@ func (s Session) Serve(ctx context.Context, c *wsconn.Conn, streams *drain.Group
 			follow(fctx)
 		}()
 	}
-	err := s.read(ctx, c)
-	stop() // the reader has ended: so does the follow
-	<-ended
-	return err
+	// The reader has ended (or panicked): so does the follow.
+	defer func() {
+		stop()
+		<-ended
+	}()
+	return s.read(ctx, c)
 }
 
 // read gives Handle the client's frames until the socket ends.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentwire/agentwire/internal/server/servertest"
 )
@@ -347,4 +348,35 @@ func openIdle(ctx context.Context, kind, url string) (func(), error) {
 		}
 	}
 	return func() { c.CloseNow() }, nil
+}
+
+// TestIdleSocketsHoldOneGoroutine: an idle Loom, AgentLoop or agentchat
+// socket holds one goroutine, its reader (the request's handler has
+// returned; Loom's worker and AgentLoop's follow start only when there is
+// something to do).
+func TestIdleSocketsHoldOneGoroutine(t *testing.T) {
+	srv := servertest.Start(t, servertest.Config(t), servertest.Options{})
+	base := "ws://" + srv.Addr("main")
+	const n = 20
+	for _, k := range []struct{ name, kind, url string }{
+		{"loom", "ws", base + "/loom"},
+		{"agentloop", "ws1", base + "/agentloop"},
+		{"agentchat", "ws", base + "/ws"},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			ctx := t.Context()
+			before := runtime.NumGoroutine()
+			for range n {
+				closeIt, err := openIdle(ctx, k.kind, k.url)
+				require.NoError(t, err)
+				t.Cleanup(closeIt)
+			}
+			// Each socket: the server's reader and the client's nothing
+			// (coder/websocket's client holds no goroutine while it does
+			// not read).
+			require.Eventually(t, func() bool {
+				return runtime.NumGoroutine()-before <= n+n/4
+			}, 5*time.Second, 10*time.Millisecond, "%d sockets hold %d goroutines", n, runtime.NumGoroutine()-before)
+		})
+	}
 }

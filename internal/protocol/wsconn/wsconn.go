@@ -121,6 +121,7 @@ func Serve(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, 
 // reports whether handle runs; when it does not, the request has been
 // answered (refused, or the upgrade failed).
 func Start(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, handle func(ctx context.Context, c *Conn) error) bool {
+	opts = opts.withDefaults()
 	run := accept(w, r, reg, opts)
 	if run == nil {
 		return false
