@@ -1,7 +1,7 @@
 // Package wsconn is the connection plumbing the four WebSocket protocols
 // share: the socket's goroutine reads (Start: a goroutine of its own, so
-// that the HTTP request's deep stack and spare buffers go once the socket
-// is accepted), one writer goroutine at a time owns
+// that the HTTP request's deep stack and state go once the socket is
+// accepted), one writer goroutine at a time owns
 // writes and runs only while frames wait, the outbound queue is bounded (a
 // client that does not read is disconnected, never allowed to stall the
 // server) and grows only while frames wait, so an idle socket holds neither
@@ -113,10 +113,10 @@ func Serve(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, 
 // Start is Serve on a goroutine of the socket's own: it accepts the
 // WebSocket of r and returns, and handle runs on a new goroutine, which
 // the Registry's Shutdown waits for. The request's goroutine, whose stack
-// the HTTP server and its middleware have made deep, ends, with the HTTP
-// connection's buffers that the WebSocket does not use; the socket's
-// goroutine starts with a small stack and keeps only the reader's call
-// chain while it waits for a frame. A panic in handle is logged and
+// the HTTP server and its middleware have made deep, ends, with what the
+// HTTP server kept for the request besides the buffers the WebSocket took
+// over; the socket's goroutine starts with a small stack and keeps only
+// the reader's call chain while it waits for a frame. A panic in handle is logged and
 // closes the socket with 1011, as the HTTP server would recover it. Start
 // reports whether handle runs; when it does not, the request has been
 // answered (refused, or the upgrade failed).
