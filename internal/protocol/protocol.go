@@ -14,12 +14,12 @@
 //
 // The adapter kit: a drain.Group is every adapter's Shutdown (refuse new
 // streams, end the running ones, wait for them until the context ends);
-// a Session is the skeleton of a WebSocket adapter's socket (a reader, the
-// socket's follow beside it under an errgroup, the one writer of
-// wsconn.Conn, and wsconn's close codes); SharedFrames is what the
-// streams of one thread share, so that a frame that is the same on all of
-// them is encoded once; wiretest holds the wire checks every WebSocket
-// protocol's tests share.
+// a Session is the skeleton of a WebSocket adapter's socket (a reader on
+// the socket's goroutine, the socket's follow beside it, or a watch that
+// holds no goroutine while idle, the one writer of wsconn.Conn, and
+// wsconn's close codes); SharedFrames is what the streams of one thread
+// share, so that a frame that is the same on all of them is encoded once;
+// wiretest holds the wire checks every WebSocket protocol's tests share.
 package protocol
 
 import (

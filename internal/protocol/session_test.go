@@ -116,3 +116,78 @@ func TestSessionOpenRefuses(t *testing.T) {
 	// wait for.
 	streams.Wait()
 }
+
+// watchServer serves sockets with a Session.Watch: Watch sends "watch",
+// and its wait sends "waited" once the follow's context has ended; the
+// reader echoes every frame.
+func watchServer(t *testing.T, streams *drain.Group) (*httptest.Server, <-chan struct{}) {
+	waited := make(chan struct{}, 16)
+	reg := wsconn.NewRegistry()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wsconn.Start(w, r, reg, wsconn.Options{}, func(ctx context.Context, c *wsconn.Conn) error {
+			return protocol.Session{
+				Watch: func(ctx context.Context) func() {
+					c.Send([]byte("watch"))
+					return func() {
+						if ctx.Err() == nil {
+							t.Error("wait was called before the follow's context ended")
+						}
+						c.Send([]byte("waited"))
+						waited <- struct{}{}
+					}
+				},
+				Handle: func(_ context.Context, frame []byte) { c.Send(frame) },
+			}.Serve(ctx, c, streams)
+		})
+	}))
+	t.Cleanup(func() {
+		_ = reg.Shutdown(context.Background())
+		srv.Close()
+	})
+	return srv, waited
+}
+
+// A Watch's wait runs once the follow's context ends: when the adapter
+// shuts down (which waits for it) or the socket ends.
+func TestSessionWatch(t *testing.T) {
+	var streams drain.Group
+	srv, waited := watchServer(t, &streams)
+	ws := dialSession(t, srv, "")
+	assert.Equal(t, "watch", readText(t, ws))
+	require.NoError(t, ws.Write(context.Background(), websocket.MessageText, []byte("ping")))
+	assert.Equal(t, "ping", readText(t, ws))
+
+	require.NoError(t, streams.Shutdown(context.Background(), nil))
+	select {
+	case <-waited:
+	default:
+		t.Fatal("Shutdown returned before the watch's wait")
+	}
+	assert.Equal(t, "waited", readText(t, ws))
+	require.NoError(t, ws.Write(context.Background(), websocket.MessageText, []byte("still")))
+	assert.Equal(t, "still", readText(t, ws), "the reader outlives the watch")
+
+	var other drain.Group
+	srv2, waited2 := watchServer(t, &other)
+	ws2 := dialSession(t, srv2, "")
+	assert.Equal(t, "watch", readText(t, ws2))
+	require.NoError(t, ws2.Close(websocket.StatusNormalClosure, ""))
+	<-waited2
+	other.Wait()
+}
+
+// Aside runs its function on another goroutine and waits for it; a panic
+// there is raised again in the caller.
+func TestAside(t *testing.T) {
+	ran := false
+	protocol.Aside(func() { ran = true })
+	assert.True(t, ran)
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		protocol.Aside(func() { panic("a bug") })
+	}()
+	err, ok := p.(error)
+	require.True(t, ok, "the panic is raised again: %v", p)
+	assert.Contains(t, err.Error(), "a bug")
+}

@@ -151,12 +151,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The REST calls find the chat's pending requests and its sockets'
 	// projectors through the open sockets (rest.go): tracked from before
 	// the upgrade is answered, so that a call the client makes the moment
-	// its socket opens already finds it.
-	defer h.rest.track(s)()
-	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+	// its socket opens already finds it, until the socket ends.
+	untrack := h.rest.track(s)
+	if !wsconn.Start(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+		defer untrack()
 		s.c, s.log = c, logs.For(ctx, h.log)
 		return s.serve(ctx)
-	})
+	}) {
+		untrack()
+	}
 }
 
 // userLimiter is the rate limiter of a user of an enterprise, as the

@@ -37,9 +37,9 @@ type session struct {
 
 var _ ag2api.Handler = (*session)(nil)
 
-// serve checks the workflow and the chat's scope, follows the chat, and
-// reads the client's frames until the socket ends.
-func (s *session) serve(ctx context.Context) error {
+// check checks the workflow and the chat's scope; false means the
+// socket is refused (check has sent and closed what says why).
+func (s *session) check(ctx context.Context) bool {
 	if err := s.h.workflows(s.workflow); err != nil {
 		code, msg, reason := codeNoWorkflow, fmt.Sprintf("Workflow %q not found", s.workflow), "workflow not found"
 		details := map[string]any{"workflow": s.workflow}
@@ -51,15 +51,28 @@ func (s *session) serve(ctx context.Context) error {
 		}
 		s.send(frame{msg: chatError(s.chat, 0, code, msg, details, false)}, false)
 		s.c.Refuse(reason, true)
-		return nil
+		return false
 	}
 	if err := s.h.checkScope(ctx, s.chat, s.ent, s.user); err != nil {
 		if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
 			s.c.Refuse("the chat belongs to another enterprise or user", false)
-			return nil
+			return false
 		}
 		s.sendErr(err, "open the chat")
 		s.c.Fail("the chat could not be opened")
+		return false
+	}
+	return true
+}
+
+// serve checks the workflow and the chat's scope, follows the chat, and
+// reads the client's frames until the socket ends. The checks read the
+// store aside (protocol.Aside), so that the socket's goroutine, which
+// lives as long as it, keeps a small stack.
+func (s *session) serve(ctx context.Context) error {
+	ok := false
+	protocol.Aside(func() { ok = s.check(ctx) })
+	if !ok {
 		return nil
 	}
 	return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {

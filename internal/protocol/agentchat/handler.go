@@ -63,7 +63,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad stream: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+	wsconn.Start(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, log: logs.For(ctx, h.log), cl: h.hub.connect(ctx, c, chunks), ephemeral: uuid.NewString()}
 		defer h.hub.disconnect(s.cl)
 		// No follow of its own: the hub's watches send the sessions' frames.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/google/uuid"
@@ -32,6 +33,7 @@ import (
 	"github.com/agentwire/agentwire/internal/protocol/drain"
 	"github.com/agentwire/agentwire/internal/protocol/wsconn"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/thread"
 	"github.com/agentwire/agentwire/internal/tools"
 	"github.com/agentwire/agentwire/internal/wire"
 )
@@ -107,9 +109,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !joined {
 		thread = uuid.NewString()
 	}
-	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+	wsconn.Start(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
 		s := &session{h: h, c: c, thread: thread, log: logs.For(ctx, h.log)}
-		return protocol.Session{Open: s.open(joined), Handle: s.handle, ShuttingDown: func() {
+		return protocol.Session{Watch: s.open(joined), Handle: s.handle, ShuttingDown: func() {
 			s.send(errorFrame("The server is shutting down; try again shortly", map[string]any{"code": string(protocol.CodeUnavailable)}))
 		}}.Serve(ctx, c, &h.streams)
 	})
@@ -127,15 +129,26 @@ type session struct {
 
 var _ agentloopapi.Handler = (*session)(nil)
 
-// open returns the session's Open: it follows the thread (a joined one
-// from its start) and sends the first frame, which names the thread.
-func (s *session) open(joined bool) func(ctx context.Context) func(context.Context) {
-	return func(ctx context.Context) func(context.Context) {
+// open returns the session's Watch: it follows the thread (a joined one
+// from its start) and sends the first frame, which names the thread, and
+// then the thread's frames, on the watch's goroutine, which runs only
+// while there are events to hand on: an idle connection holds no
+// goroutine for its follow.
+func (s *session) open(joined bool) func(ctx context.Context) (wait func()) {
+	return func(ctx context.Context) func() {
 		after := protocol.FromEnd
 		if joined {
 			after = 0 // the conversation so far, then live
 		}
-		f, err := protocol.Follow(ctx, s.h.core, s.thread, after)
+		// The pull comes first, so that the projector starts at its head
+		// and the first frame goes before any of the thread's; the watch
+		// takes it over once that is sent.
+		var kick atomic.Pointer[func()]
+		p, err := protocol.PullThread(ctx, s.h.core, s.thread, after, func() {
+			if k := kick.Load(); k != nil {
+				(*k)()
+			}
+		})
 		if err != nil {
 			s.send(s.h.errorFor(err, "follow the thread"))
 			if perr := protocol.AsError(err); perr.Code == protocol.CodeNotFound || perr.Code == protocol.CodeForbidden {
@@ -146,32 +159,45 @@ func (s *session) open(joined bool) func(ctx context.Context) func(context.Conte
 			}
 			return nil
 		}
-		s.proj = newProjector(f.Head())
+		s.proj = newProjector(p.Head())
 		s.frames = s.h.frames.Join(s.thread)
 		s.sendContextInfo(ctx, true)
-		return func(ctx context.Context) {
-			defer s.h.frames.Leave(s.frames)
-			defer f.Close()
-			s.follow(ctx, f)
+		w, err := thread.NewWatch(func(notify func()) (*thread.Pull, error) {
+			kick.Store(&notify)
+			return p, nil
+		}, func(e event.Event) error {
+			s.event(ctx, e)
+			return nil
+		}, func(err error) { s.ended(ctx, err) })
+		if err != nil { // not from the open above, which cannot fail
+			s.h.frames.Leave(s.frames)
+			p.Close()
+			return nil
+		}
+		return func() {
+			w.Close()
+			s.h.frames.Leave(s.frames)
 		}
 	}
 }
 
-// follow sends the thread's frames until ctx ends.
-func (s *session) follow(ctx context.Context, f *protocol.Follower) {
-	err := f.Run(ctx, func(e event.Event) error {
-		for _, f := range s.proj.frames(e) {
-			s.sendKeyed(f)
-		}
-		if s.proj.wantInfo {
-			s.sendContextInfo(ctx, false)
-		}
-		if s.proj.wantUnchanged {
-			s.proj.wantUnchanged = false
-			s.sendUnchanged(ctx)
-		}
-		return nil
-	})
+// event sends the frames of one of the thread's events.
+func (s *session) event(ctx context.Context, e event.Event) {
+	for _, f := range s.proj.frames(e) {
+		s.sendKeyed(f)
+	}
+	if s.proj.wantInfo {
+		s.sendContextInfo(ctx, false)
+	}
+	if s.proj.wantUnchanged {
+		s.proj.wantUnchanged = false
+		s.sendUnchanged(ctx)
+	}
+}
+
+// ended says why the follow of the thread ended, unless the connection
+// did.
+func (s *session) ended(ctx context.Context, err error) {
 	if err != nil && ctx.Err() == nil && protocol.AsError(err).Code == protocol.CodeNotFound {
 		// The thread was nobody's when the socket joined it, and another
 		// principal's first event made it theirs: nothing of it is sent.

@@ -90,9 +90,9 @@ func New(env protocol.Env) (*Handler, error) {
 
 // ServeHTTP upgrades to a WebSocket and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	wsconn.Serve(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
-		s := &session{h: h, c: c, log: logs.For(ctx, h.log), who: identity.FromContext(ctx).ID, jobs: make(chan runJob, maxQueuedRuns), active: map[string]runRef{}}
-		return protocol.Session{Open: s.open, Handle: s.handle, ShuttingDown: func() {
+	wsconn.Start(w, r, h.conns, h.conn, func(ctx context.Context, c *wsconn.Conn) error {
+		s := &session{h: h, c: c, log: logs.For(ctx, h.log), who: identity.FromContext(ctx).ID}
+		return protocol.Session{Watch: s.open, Handle: s.handle, ShuttingDown: func() {
 			s.send(errorFrame("", "the server is shutting down; try again shortly"))
 		}}.Serve(ctx, c, &h.workers)
 	})
@@ -100,14 +100,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // session is one connection.
 type session struct {
-	h    *Handler
-	c    *wsconn.Conn
-	log  logs.Lazy   // the handler's, with the connection's id
-	who  string      // the principal: the runs of other sockets it may name are its own
-	jobs chan runJob // run requests waiting for the worker
+	h   *Handler
+	c   *wsconn.Conn
+	log logs.Lazy // the handler's, with the connection's id
+	who string    // the principal: the runs of other sockets it may name are its own
 
 	mu     sync.Mutex
-	active map[string]runRef // this socket's posted runs that have not ended, by wire id
+	active map[string]runRef // this socket's posted runs that have not ended, by wire id; nil while none
+	// The run worker runs only while runs wait or run: an idle socket
+	// holds no goroutine for it.
+	wctx    context.Context // the worker's: ends with the reader, or at shutdown
+	jobs    []runJob        // run requests waiting for the worker
+	working bool            // a worker runs
+	stopped bool            // no worker starts any more: the socket ended, or a run failed
+	workers sync.WaitGroup
 }
 
 // runJob is a run request, checked and waiting to run.
@@ -121,23 +127,73 @@ type runJob struct {
 
 var _ loomapi.Handler = (*session)(nil)
 
-// open returns the connection's run worker, which runs beside the reader.
-func (s *session) open(context.Context) func(context.Context) { return s.work }
+// open starts the connection with the worker's context; the wait it
+// returns stops the worker and waits for it.
+func (s *session) open(ctx context.Context) (wait func()) {
+	s.wctx = ctx
+	return func() {
+		s.mu.Lock()
+		s.stopped = true
+		s.mu.Unlock()
+		s.workers.Wait()
+	}
+}
 
-// work runs the socket's runs one at a time. A run that fails closes the
-// socket after its error frame, as the original server did.
+// queue queues a run request for the worker, and starts the worker unless
+// it runs; false means maxQueuedRuns already wait.
+func (s *session) queue(j runJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.jobs) >= maxQueuedRuns {
+		return false
+	}
+	s.jobs = append(s.jobs, j)
+	if !s.working && !s.stopped {
+		s.working = true
+		s.workers.Add(1)
+		go func() {
+			defer s.workers.Done()
+			s.work(s.wctx)
+		}()
+	}
+	return true
+}
+
+// next takes the next run request; false when none waits, and the worker
+// ends.
+func (s *session) next() (runJob, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.jobs) == 0 || s.stopped {
+		s.working = false
+		s.jobs = nil
+		return runJob{}, false
+	}
+	j := s.jobs[0]
+	s.jobs[0] = runJob{}
+	s.jobs = s.jobs[1:]
+	return j, true
+}
+
+// work runs the socket's runs one at a time, until none waits. A run that
+// fails closes the socket after its error frame, as the original server
+// did, and no run after it starts.
 func (s *session) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
+	for ctx.Err() == nil {
+		j, ok := s.next()
+		if !ok {
 			return
-		case j := <-s.jobs:
-			if !s.execute(ctx, j) {
-				s.c.Finish("run failed")
-				return
-			}
+		}
+		if !s.execute(ctx, j) {
+			s.c.Finish("run failed")
+			s.mu.Lock()
+			s.stopped = true
+			s.mu.Unlock()
 		}
 	}
+	s.mu.Lock()
+	s.working = false
+	s.mu.Unlock()
 }
 
 // execute posts a run's message and streams the run until it ends. It
@@ -215,6 +271,9 @@ func (s *session) handle(ctx context.Context, frame []byte) {
 
 func (s *session) track(id string, ref runRef) {
 	s.mu.Lock()
+	if s.active == nil {
+		s.active = map[string]runRef{}
+	}
 	s.active[id] = ref
 	s.mu.Unlock()
 }

@@ -56,12 +56,10 @@ func (s *session) HandleRunRequest(_ context.Context, m loomapi.RunRequest) erro
 		}
 		j.opts.Folder = folder
 	}
-	select {
-	case s.jobs <- j:
-		return nil
-	default:
+	if !s.queue(j) {
 		return fail(protocol.Errorf(protocol.CodeBusy, "%d runs already wait on this socket; wait for a run_end", maxQueuedRuns))
 	}
+	return nil
 }
 
 // HandleToolsListRequest lists the tools a run gets.

@@ -1,5 +1,7 @@
 // Package wsconn is the connection plumbing the four WebSocket protocols
-// share: the handler goroutine reads, one writer goroutine at a time owns
+// share: the socket's goroutine reads (Start: a goroutine of its own, so
+// that the HTTP request's deep stack and state go once the socket is
+// accepted), one writer goroutine at a time owns
 // writes and runs only while frames wait, the outbound queue is bounded (a
 // client that does not read is disconnected, never allowed to stall the
 // server) and grows only while frames wait, so an idle socket holds neither
@@ -13,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -94,7 +97,7 @@ type Conn struct {
 	code    websocket.StatusCode
 	reason  string
 	flush   bool
-	closed  chan struct{} // closed when Close is first called
+	closed  chan struct{} // closed when Close is first called; made by the first Done
 }
 
 // Serve accepts the WebSocket of r, registers it, and runs handle, which
@@ -102,31 +105,72 @@ type Conn struct {
 // closed (normally, unless Close chose another code) and Serve waits for the
 // writer. The context given to handle ends when the connection closes.
 func Serve(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, handle func(ctx context.Context, c *Conn) error) {
+	if run := accept(w, r, reg, opts); run != nil {
+		run(handle)
+	}
+}
+
+// Start is Serve on a goroutine of the socket's own: it accepts the
+// WebSocket of r and returns, and handle runs on a new goroutine, which
+// the Registry's Shutdown waits for. The request's goroutine, whose stack
+// the HTTP server and its middleware have made deep, ends, with what the
+// HTTP server kept for the request besides the buffers the WebSocket took
+// over; the socket's goroutine starts with a small stack and keeps only
+// the reader's call chain while it waits for a frame. A panic in handle is logged and
+// closes the socket with 1011, as the HTTP server would recover it. Start
+// reports whether handle runs; when it does not, the request has been
+// answered (refused, or the upgrade failed).
+func Start(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options, handle func(ctx context.Context, c *Conn) error) bool {
+	opts = opts.withDefaults()
+	run := accept(w, r, reg, opts)
+	if run == nil {
+		return false
+	}
+	go run(func(ctx context.Context, c *Conn) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				opts.Logger.Error("websocket handler panicked", "panic", p, "stack", string(debug.Stack()))
+				c.Close(websocket.StatusInternalError, "internal error")
+				err = nil
+			}
+		}()
+		return handle(ctx, c)
+	})
+	return true
+}
+
+// accept upgrades r and registers the socket; the func it returns runs
+// handle on it and then closes it and unregisters it, and must be called.
+// nil means the request was refused or the upgrade failed.
+func accept(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options) func(handle func(ctx context.Context, c *Conn) error) {
 	opts = opts.withDefaults()
 	if !reg.enter() {
 		http.Error(w, ReasonShutdown, http.StatusServiceUnavailable)
-		return
+		return nil
 	}
-	defer reg.leave()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: opts.OriginPatterns,
 		InsecureSkipVerify: opts.SkipOriginCheck, Subprotocols: opts.Subprotocols})
 	if err != nil {
 		opts.Logger.Debug("websocket accept", "err", err)
-		return
+		reg.leave()
+		return nil
 	}
 	ws.SetReadLimit(opts.ReadLimit)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	defer cancel()
-	c := &Conn{ws: ws, opts: opts, ctx: ctx, end: cancel, closed: make(chan struct{})}
+	c := &Conn{ws: ws, opts: opts, ctx: ctx, end: cancel}
 	reg.add(c)
-	defer reg.remove(c)
-	defer opts.Metrics.ConnOpened(opts.Protocol)()
-
-	if err := handle(ctx, c); err != nil && !errors.Is(err, context.Canceled) {
-		opts.Logger.Debug("websocket handler", "err", err)
+	opened := opts.Metrics.ConnOpened(opts.Protocol)
+	return func(handle func(ctx context.Context, c *Conn) error) {
+		defer reg.leave()
+		defer cancel()
+		defer reg.remove(c)
+		defer opened()
+		if err := handle(ctx, c); err != nil && !errors.Is(err, context.Canceled) {
+			opts.Logger.Debug("websocket handler", "err", err)
+		}
+		c.CloseAfterFlush(websocket.StatusNormalClosure, "")
+		c.writer.Wait()
 	}
-	c.CloseAfterFlush(websocket.StatusNormalClosure, "")
-	c.writer.Wait()
 }
 
 // ReasonInvalidUTF8 closes a socket (1007) that sent a text frame that is
@@ -214,14 +258,26 @@ func (c *Conn) Fail(reason string) { c.CloseAfterFlush(websocket.StatusInternalE
 func (c *Conn) Finish(reason string) { c.CloseAfterFlush(websocket.StatusNormalClosure, reason) }
 
 // Done is closed once the connection starts closing.
-func (c *Conn) Done() <-chan struct{} { return c.closed }
+func (c *Conn) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed == nil {
+		c.closed = make(chan struct{})
+		if c.closing {
+			close(c.closed)
+		}
+	}
+	return c.closed
+}
 
 func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool) {
 	if c.closing {
 		return
 	}
 	c.closing, c.code, c.reason, c.flush = true, code, reason, flush
-	close(c.closed)
+	if c.closed != nil {
+		close(c.closed)
+	}
 	c.wakeLocked() // the writer sends the close frame
 }
 
@@ -234,7 +290,8 @@ func (c *Conn) write(f []byte) error {
 // a deadline of the write timeout that moves only once half of it has
 // passed (a context and its timer per frame cost more than writing a small
 // frame), so that a write that blocks is cut after between half the
-// timeout and all of it. Only the writer calls it.
+// timeout and all of it. Only the writer calls it; a writer that finds
+// the queue empty lets it go.
 func (c *Conn) writeContext() context.Context {
 	now := time.Now()
 	if c.wctx == nil || c.wuntil.Sub(now) < c.opts.WriteTimeout/2 {
@@ -267,6 +324,12 @@ func (c *Conn) writeOut() {
 		batch, c.queue = c.queue, batch
 		closing := c.closing
 		if len(batch) == 0 && !closing {
+			// Idle: the write context and its timer go with the writer;
+			// the next writer makes its own.
+			if c.wcancel != nil {
+				c.wcancel()
+				c.wctx, c.wcancel = nil, nil
+			}
 			c.writing = false
 			c.mu.Unlock()
 			return
@@ -306,14 +369,9 @@ func (c *Conn) writeOut() {
 // stopped reports whether the connection is closing without flushing what
 // is queued.
 func (c *Conn) stopped() bool {
-	select {
-	case <-c.closed:
-	default:
-		return false
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.flush
+	return c.closing && !c.flush
 }
 
 // closeSocket sends the close frame Close chose and ends the connection's

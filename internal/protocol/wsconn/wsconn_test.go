@@ -276,3 +276,95 @@ func TestWriteTimeout(t *testing.T) {
 		t.Fatal("a write to a client that does not read was never cut")
 	}
 }
+
+// TestStartServesOnItsOwnGoroutine: Start returns once the socket is
+// accepted and the request's handler with it, while the socket goes on
+// being served; the Registry's Shutdown waits for the socket's goroutine,
+// and a panic in it closes the socket with 1011.
+func TestStartServesOnItsOwnGoroutine(t *testing.T) {
+	reg := NewRegistry()
+	returned := make(chan bool, 4)
+	handled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		returned <- Start(w, r, reg, Options{}, func(ctx context.Context, c *Conn) error {
+			defer close(handled)
+			for {
+				b, err := c.Read(ctx)
+				if err != nil {
+					return err
+				}
+				if string(b) == "panic" {
+					panic("a bug")
+				}
+				c.Send(b)
+			}
+		})
+	}))
+	t.Cleanup(srv.Close)
+	ws := dial(t, srv)
+	select {
+	case ok := <-returned:
+		assert.True(t, ok, "Start reports that the socket is served")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request's handler did not return while its socket is open")
+	}
+	ctx := context.Background()
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte("hello")))
+	_, b, err := ws.Read(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(b), "the socket is served after its request's handler returned")
+
+	require.NoError(t, ws.Write(ctx, websocket.MessageText, []byte("panic")))
+	_, _, err = ws.Read(ctx)
+	assert.Equal(t, websocket.StatusInternalError, websocket.CloseStatus(err), "a panic closes the socket with 1011: %v", err)
+	<-handled
+	require.NoError(t, reg.Shutdown(ctx), "the socket's goroutine has ended")
+
+	// Refused at shutdown: Start reports it does not serve.
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.False(t, <-returned)
+}
+
+// TestShutdownWaitsForStartedSockets: the Registry's Shutdown closes a
+// socket Start serves with "going away" and returns once its goroutine
+// has ended.
+func TestShutdownWaitsForStartedSockets(t *testing.T) {
+	reg := NewRegistry()
+	var ended sync.WaitGroup
+	ended.Add(1)
+	finished := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Start(w, r, reg, Options{}, func(ctx context.Context, c *Conn) error {
+			defer ended.Done()
+			for {
+				if _, err := c.Read(ctx); err != nil {
+					time.Sleep(100 * time.Millisecond) // a handler that takes a moment to end
+					close(finished)
+					return err
+				}
+			}
+		})
+	}))
+	t.Cleanup(srv.Close)
+	ws := dial(t, srv)
+	go func() {
+		for {
+			if _, _, err := ws.Read(context.Background()); err != nil {
+				return
+			}
+		}
+	}()
+	require.Eventually(t, func() bool { return reg.Len() == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, reg.Shutdown(ctx))
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Shutdown returned before the socket's goroutine ended")
+	}
+	ended.Wait()
+}
