@@ -19,7 +19,7 @@ func (s *Store) OwnThread(ctx context.Context, thread, principal string) (string
 	var owner string
 	// Synced with the next commit that syncs (see the package comment):
 	// nothing of the thread can be durable before its owner is.
-	err := s.writeLater(ctx, laterWrite(func(ctx context.Context, tx *sql.Tx) error {
+	err := s.writeLater(ctx, laterWrite(func(ctx context.Context, tx wtx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
 			ON CONFLICT (thread) DO NOTHING`, thread, principal, now()); err != nil {
 			return err
@@ -38,7 +38,7 @@ func (s *Store) ThreadOwner(ctx context.Context, thread string) (string, bool, e
 		return "", false, err
 	}
 	var owner string
-	err := s.rdb.QueryRowContext(ctx, `SELECT principal FROM thread_owners WHERE thread = ?`, thread).Scan(&owner)
+	err := s.scanRow(ctx, `SELECT principal FROM thread_owners WHERE thread = ?`, []any{thread}, &owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

@@ -32,7 +32,7 @@ func checkClaim(c store.RunClaim) error {
 // exec runs a write and reports whether it changed a row.
 func (s *Store) exec(ctx context.Context, what, q string, args ...any) (bool, error) {
 	var changed bool
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx wtx) error {
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
@@ -63,7 +63,7 @@ func (s *Store) ClaimRun(ctx context.Context, c store.RunClaim, lease time.Durat
 // store.ErrRunClaimed when the thread has a claim.
 func claimWrite(c store.RunClaim, lease time.Duration) write {
 	t := now()
-	return func(ctx context.Context, tx *sql.Tx) error {
+	return func(ctx context.Context, tx wtx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (thread) DO NOTHING`, c.Thread, c.Run, c.Node, t, t+lease.Microseconds())
 		if err != nil {
@@ -112,7 +112,7 @@ func (s *Store) MoveRun(ctx context.Context, c store.RunClaim, from string, leas
 func (s *Store) RenewRuns(ctx context.Context, node string, lease time.Duration) ([]store.RunClaim, error) {
 	t := now()
 	var claims []store.RunClaim
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx wtx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE runs SET expires = ? WHERE node = ?
 			RETURNING thread, run, node, since, expires`, t+lease.Microseconds(), node)
 		if err != nil {
@@ -151,7 +151,7 @@ func (s *Store) ActiveRun(ctx context.Context, thread string) (store.RunClaim, b
 	if err := s.usable(ctx); err != nil {
 		return store.RunClaim{}, false, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT thread, run, node, since, expires FROM runs WHERE thread = ?`, thread)
+	rows, err := s.queryRows(ctx, `SELECT thread, run, node, since, expires FROM runs WHERE thread = ?`, thread)
 	if err != nil {
 		return store.RunClaim{}, false, fmt.Errorf("sqlite: active run of %q: %w", thread, s.closedErr(err))
 	}
@@ -167,7 +167,7 @@ func (s *Store) RunClaims(ctx context.Context) ([]store.RunClaim, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.rdb.QueryContext(ctx, `SELECT thread, run, node, since, expires FROM runs ORDER BY thread`)
+	rows, err := s.queryRows(ctx, `SELECT thread, run, node, since, expires FROM runs ORDER BY thread`)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: run claims: %w", s.closedErr(err))
 	}
@@ -212,7 +212,7 @@ func (s *Store) DequeueInput(ctx context.Context, thread string) (store.QueuedIn
 		opts  string
 		found bool
 	)
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx wtx) error {
 		err := tx.QueryRowContext(ctx, `DELETE FROM run_queue WHERE id = (
 				SELECT id FROM run_queue WHERE thread = ? ORDER BY id LIMIT 1)
 			RETURNING run, message_id, text, interactive, options`, thread).
@@ -238,7 +238,7 @@ func (s *Store) DequeueInput(ctx context.Context, thread string) (store.QueuedIn
 // DropQueue implements store.Runs.
 func (s *Store) DropQueue(ctx context.Context, thread string) (int, error) {
 	var n int64
-	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx wtx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM run_queue WHERE thread = ?`, thread)
 		if err != nil {
 			return err
@@ -258,7 +258,7 @@ func (s *Store) QueueLen(ctx context.Context, thread string) (int, error) {
 		return 0, err
 	}
 	var n int
-	if err := s.rdb.QueryRowContext(ctx, `SELECT count(*) FROM run_queue WHERE thread = ?`, thread).Scan(&n); err != nil {
+	if err := s.scanRow(ctx, `SELECT count(*) FROM run_queue WHERE thread = ?`, []any{thread}, &n); err != nil {
 		return 0, fmt.Errorf("sqlite: queue of %q: %w", thread, s.closedErr(err))
 	}
 	return n, nil

@@ -82,6 +82,9 @@ type Store struct {
 	// read and history are Read's and History's queries, prepared on rdb:
 	// compiling one costs as much as reading a hundred events.
 	read, history *sql.Stmt
+	// reads are the other reads, prepared on rdb as they are first run
+	// (see stmts).
+	reads *stmts
 }
 
 var _ store.Log = (*Store)(nil)
@@ -156,6 +159,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := s.rdb.PingContext(ctx); err != nil {
 		return fail(err)
 	}
+	s.reads = newStmts(s.rdb)
 
 	if s.read, err = s.rdb.PrepareContext(ctx, `SELECT seq, id, run, type, time, data FROM events
 		WHERE thread = ? AND seq > ? ORDER BY seq LIMIT ?`); err != nil {
@@ -214,7 +218,7 @@ func (s *Store) LastSeq(ctx context.Context, thread string) (int64, error) {
 		return 0, err
 	}
 	var seq int64
-	err := s.rdb.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE thread = ?`, thread).Scan(&seq)
+	err := s.scanRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE thread = ?`, []any{thread}, &seq)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: last seq of %q: %w", thread, s.closedErr(err))
 	}
@@ -232,7 +236,7 @@ func (s *Store) Threads(ctx context.Context, after string, limit int) ([]store.T
 	// A thread's last seq and its last write are those of its last event
 	// (a probe of the events' primary key); Updated is that event's Time,
 	// and never before Created.
-	rows, err := s.rdb.QueryContext(ctx, `SELECT t.id, coalesce(l.seq, 0), t.created, max(t.created, coalesce(l.time, 0))
+	rows, err := s.queryRows(ctx, `SELECT t.id, coalesce(l.seq, 0), t.created, max(t.created, coalesce(l.time, 0))
 		FROM threads t LEFT JOIN events l
 			ON l.thread = t.id AND l.seq = (SELECT max(seq) FROM events WHERE thread = t.id)
 		WHERE t.id > ? ORDER BY t.id LIMIT ?`, after, limit)
@@ -278,7 +282,7 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
-	errs := []error{s.writer.close()}
+	errs := []error{s.writer.close(), s.reads.close()}
 	for _, st := range []*sql.Stmt{s.read, s.history} {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -289,6 +293,31 @@ func (s *Store) closeDBs() error {
 	}
 	errs = append(errs, s.wdb.Close())
 	return errors.Join(errs...)
+}
+
+// queryRows runs the read q on the read pool, prepared (see stmts).
+func (s *Store) queryRows(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if s.reads == nil {
+		return s.rdb.QueryContext(ctx, q, args...)
+	}
+	st, err := s.reads.get(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// scanRow runs the one-row read q on the read pool, prepared (see stmts),
+// and scans its row into dest.
+func (s *Store) scanRow(ctx context.Context, q string, args []any, dest ...any) error {
+	if s.reads == nil {
+		return s.rdb.QueryRowContext(ctx, q, args...).Scan(dest...)
+	}
+	st, err := s.reads.get(ctx, q)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
 }
 
 // usable reports why a read cannot start: a closed store or a done context.

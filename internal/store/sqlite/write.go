@@ -15,8 +15,6 @@ const (
 	// maxCachedThreads bounds the writer's seq cache; past it the cache
 	// starts over (threads then cost one lookup on their next append).
 	maxCachedThreads = 100_000
-	// upsertChunk is how many threads one statement records (beginThreads).
-	upsertChunk = 128
 )
 
 // insertChunks are the row counts of the multi-row event INSERTs, largest
@@ -30,6 +28,10 @@ const (
 // into its statement journal first.
 var insertChunks = []int{32, 8, 1}
 
+// threadChunks are the row counts of the statements that record new
+// threads (beginThreads), largest first, as insertChunks are for events.
+var threadChunks = []int{32, 8, 1}
+
 // writer is what the writer goroutine keeps between batches: prepared
 // statements on the write connection and a cache of last seqs. Only flush
 // touches it, and flush runs on that one goroutine.
@@ -37,6 +39,12 @@ type writer struct {
 	inserts     map[int]*sql.Stmt // by rows per statement (insertChunks)
 	dataVersion *sql.Stmt
 	threadSeq   *sql.Stmt
+
+	// stmts are the other statements run on the write connection, prepared
+	// (see wtx); unseen are those the transaction under way ran unprepared.
+	stmts      *stmts
+	unseen     map[string]struct{}
+	unprepared int // statements that could be kept run unprepared, in all
 
 	// lastSeq caches the last seq of threads this connection wrote, so a
 	// batch needs no lookup per append. It is trusted only while
@@ -58,6 +66,8 @@ func (s *Store) prepareWriter(ctx context.Context) error {
 	w.lastSeq = map[string]int64{}
 	w.version = -1
 	w.inserts = map[int]*sql.Stmt{}
+	w.stmts = newStmts(s.wdb)
+	w.unseen = map[string]struct{}{}
 	var err error
 	prep := func(q string) *sql.Stmt {
 		if err != nil {
@@ -88,6 +98,7 @@ func (w *writer) close() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	errs = append(errs, w.stmts.close())
 	return errors.Join(errs...)
 }
 
@@ -103,6 +114,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 			clear(w.lastSeq)
 			w.version = -1
 		}
+		w.prepareSeen(ctx) // the transaction has ended: the connection is free
 	}()
 	if err := s.setSync(ctx, !syncLater(batch)); err != nil {
 		return err
@@ -112,6 +124,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback()
+	wt := wtx{tx: tx, w: w}
 
 	var version int64
 	if err := tx.StmtContext(ctx, w.dataVersion).QueryRowContext(ctx).Scan(&version); err != nil {
@@ -129,7 +142,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 	threadSeq := tx.StmtContext(ctx, w.threadSeq)
 	for _, a := range batch {
 		if a.Write != nil {
-			if a.Err, err = s.runWrite(ctx, tx, a.Write); err != nil {
+			if a.Err, err = runWrite(ctx, wt, a.Write); err != nil {
 				return err
 			}
 			if a.Err != nil || len(a.Events) == 0 {
@@ -156,7 +169,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 	if err := s.insertRows(ctx, tx, rows); err != nil {
 		return err
 	}
-	if err := s.beginThreads(ctx, tx, begun); err != nil {
+	if err := beginThreads(ctx, wt, begun); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -168,7 +181,7 @@ func (s *Store) flush(ctx context.Context, batch []*groupcommit.Append) (err err
 // A write is a change other than an append (a run's claim, a thread's
 // owner) made on the write connection in a group commit's transaction
 // (Store.write).
-type write func(ctx context.Context, tx *sql.Tx) error
+type write func(ctx context.Context, tx wtx) error
 
 // A laterWrite is a write that need not sync the disk on its own: a batch
 // of nothing else commits without syncing, and the next commit that syncs
@@ -198,6 +211,7 @@ func (s *Store) setSync(ctx context.Context, sync bool) error {
 		mode = "FULL"
 	}
 	w.syncKnown = false
+	// Not through w.stmts: a PRAGMA takes effect when it is prepared.
 	if _, err := s.wdb.ExecContext(ctx, `PRAGMA synchronous = `+mode); err != nil {
 		return fmt.Errorf("synchronous %s: %w", mode, err)
 	}
@@ -231,7 +245,7 @@ func (s *Store) do(ctx context.Context, w any) error {
 // runWrite runs a write within a savepoint, so that a failing write is undone
 // alone: its error is returned as failed, and the batch goes on. err is what
 // fails the batch.
-func (s *Store) runWrite(ctx context.Context, tx *sql.Tx, w any) (failed, err error) {
+func runWrite(ctx context.Context, tx wtx, w any) (failed, err error) {
 	var fn write
 	switch w := w.(type) {
 	case write:
@@ -271,28 +285,38 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []any) error {
 	return nil
 }
 
-// beginThreads records threads that begin in this batch, up to upsertChunk
-// per statement.
-func (s *Store) beginThreads(ctx context.Context, tx *sql.Tx, threads []string) error {
+// beginThreads records threads that begin in this batch, with the fewest
+// statements threadChunks allow.
+func beginThreads(ctx context.Context, tx wtx, threads []string) error {
 	now := time.Now().UnixMicro()
-	for len(threads) > 0 {
-		chunk := threads[:min(len(threads), upsertChunk)]
-		threads = threads[len(chunk):]
-		var q strings.Builder
-		q.WriteString(`INSERT OR ROLLBACK INTO threads (id, created) VALUES `)
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, now)
-		for i, th := range chunk {
-			if i > 0 {
-				q.WriteString(", ")
+	for _, n := range threadChunks {
+		q := beginThreadsSQL(n)
+		for len(threads) >= n {
+			args := make([]any, 0, n+1)
+			args = append(args, now)
+			for _, th := range threads[:n] {
+				args = append(args, th)
 			}
-			fmt.Fprintf(&q, "(?%d, ?1)", i+2)
-			args = append(args, th)
-		}
-		q.WriteString(` ON CONFLICT (id) DO NOTHING`)
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-			return fmt.Errorf("record new threads: %w", err)
+			if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+				return fmt.Errorf("record new threads: %w", err)
+			}
+			threads = threads[n:]
 		}
 	}
 	return nil
+}
+
+// beginThreadsSQL is the statement that records n threads: ?1 is the time,
+// ?2 to ?n+1 the threads.
+func beginThreadsSQL(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT OR ROLLBACK INTO threads (id, created) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		fmt.Fprintf(&q, "(?%d, ?1)", i+2)
+	}
+	q.WriteString(` ON CONFLICT (id) DO NOTHING`)
+	return q.String()
 }

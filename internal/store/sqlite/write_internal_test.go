@@ -2,9 +2,9 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,42 +18,56 @@ import (
 
 // TestFailedWriteIsUndoneAlone commits one batch holding a write that
 // fails halfway, a claim and an append: the failed write leaves nothing
-// behind and is reported to its caller only, the others are committed.
+// behind and is reported to its caller only, the others are committed. It
+// does so twice: the second time the savepoint statements and the writes
+// run prepared (stmts).
 func TestFailedWriteIsUndoneAlone(t *testing.T) {
 	ctx := t.Context()
 	s, err := Open(ctx, Options{Dir: t.TempDir()})
 	require.NoError(t, err)
 	defer s.Close()
 
-	bad := &groupcommit.Append{Write: write(func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES ('t', 'mallory', 0)`); err != nil {
+	var unprepared int
+	for _, th := range []string{"t", "u"} {
+		unprepared = s.writer.unprepared
+		bad := &groupcommit.Append{Write: write(func(ctx context.Context, tx wtx) error {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, 'mallory', 0)`, th); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, 'x', 'n', 0, 1)`, "")
+			if err == nil {
+				_, err = tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, 'x', 'n', 0, 1)`, "")
+			}
+			return err // the second claim of thread "" fails its primary key
+		})}
+		good := &groupcommit.Append{Write: write(func(ctx context.Context, tx wtx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES (?, 'r', 'n', 0, ?)`,
+				th, time.Now().Add(time.Hour).UnixMicro())
 			return err
-		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO no_such_table VALUES (1)`)
-		return err
-	})}
-	good := &groupcommit.Append{Write: write(func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO runs (thread, run, node, since, expires) VALUES ('t', 'r', 'n', 0, ?)`,
-			time.Now().Add(time.Hour).UnixMicro())
-		return err
-	})}
-	appended, err := groupcommit.Prepare("t", []event.Event{{Payload: event.RunCancelled{}}})
-	require.NoError(t, err)
-	require.NoError(t, s.flush(ctx, []*groupcommit.Append{bad, good, appended}))
+		})}
+		appended, err := groupcommit.Prepare(th, []event.Event{{Payload: event.RunCancelled{}}})
+		require.NoError(t, err)
+		require.NoError(t, s.flush(ctx, []*groupcommit.Append{bad, good, appended}))
 
-	assert.ErrorContains(t, bad.Err, "no_such_table")
-	assert.NoError(t, good.Err)
-	_, owned, err := s.ThreadOwner(ctx, "t")
-	require.NoError(t, err)
-	assert.False(t, owned, "the failed write's first statement is undone with it")
-	claim, ok, err := s.ActiveRun(ctx, "t")
-	require.NoError(t, err)
-	require.True(t, ok, "the good write is committed")
-	assert.Equal(t, store.RunClaim{Thread: "t", Run: "r", Node: "n"}, store.RunClaim{Thread: claim.Thread, Run: claim.Run, Node: claim.Node})
-	events, err := s.Read(ctx, "t", 0, 10)
-	require.NoError(t, err)
-	require.Len(t, events, 1, "the append is committed")
-	assert.Equal(t, int64(1), events[0].Seq)
+		assert.ErrorContains(t, bad.Err, "UNIQUE constraint failed")
+		assert.NoError(t, good.Err)
+		_, owned, err := s.ThreadOwner(ctx, th)
+		require.NoError(t, err)
+		assert.False(t, owned, "the failed write's first statement is undone with it")
+		_, ok, err := s.ActiveRun(ctx, "")
+		require.NoError(t, err)
+		assert.False(t, ok, "the failed write's second statement is undone with it")
+		claim, ok, err := s.ActiveRun(ctx, th)
+		require.NoError(t, err)
+		require.True(t, ok, "the good write is committed")
+		assert.Equal(t, store.RunClaim{Thread: th, Run: "r", Node: "n"}, store.RunClaim{Thread: claim.Thread, Run: claim.Run, Node: claim.Node})
+		events, err := s.Read(ctx, th, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, events, 1, "the append is committed")
+		assert.Equal(t, int64(1), events[0].Seq)
+	}
+	assert.Equal(t, 7, s.writer.stmts.len(), "savepoint, rollback to, release, the owner, the bad and the good claim, a new thread")
+	assert.Equal(t, unprepared, s.writer.unprepared, "the second round ran unprepared")
 }
 
 // TestClaimAndAppendInOneBatch commits, in one batch, a claim-and-append
@@ -128,7 +142,7 @@ func TestOwnersAloneDoNotSync(t *testing.T) {
 			// synchronous reads the connection's setting within the
 			// batch: 1 is NORMAL, 2 FULL.
 			synchronous := func(into *int) *groupcommit.Append {
-				return &groupcommit.Append{Write: laterWrite(func(ctx context.Context, tx *sql.Tx) error {
+				return &groupcommit.Append{Write: laterWrite(func(ctx context.Context, tx wtx) error {
 					return tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(into)
 				})}
 			}
@@ -206,7 +220,7 @@ func BenchmarkOwnThread(b *testing.B) {
 				if mode == "later" {
 					_, err = s.OwnThread(ctx, thread, "alice")
 				} else {
-					err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+					err = s.write(ctx, func(ctx context.Context, tx wtx) error {
 						_, err := tx.ExecContext(ctx, `INSERT INTO thread_owners (thread, principal, since) VALUES (?, ?, ?)
 							ON CONFLICT (thread) DO NOTHING`, thread, "alice", now())
 						return err
@@ -216,4 +230,103 @@ func BenchmarkOwnThread(b *testing.B) {
 			}
 		})
 	}
+}
+
+// post makes the store calls a post to a new thread makes: its owner, the
+// reads of its owner, last seq and active run, the claim with the user's
+// message, and the claim's release.
+func post(ctx context.Context, s *Store, thread string) error {
+	if _, err := s.OwnThread(ctx, thread, "alice"); err != nil {
+		return err
+	}
+	if _, _, err := s.ThreadOwner(ctx, thread); err != nil {
+		return err
+	}
+	if _, err := s.LastSeq(ctx, thread); err != nil {
+		return err
+	}
+	if _, _, err := s.ActiveRun(ctx, thread); err != nil {
+		return err
+	}
+	c := store.RunClaim{Thread: thread, Run: "r-" + thread, Node: "n"}
+	msg := event.Event{Run: c.Run, Payload: event.MessageUser{MessageID: "m-" + thread, Text: "hi"}}
+	if _, err := s.ClaimAndAppend(ctx, c, time.Minute, msg); err != nil {
+		return err
+	}
+	return s.ReleaseRun(ctx, c)
+}
+
+// TestStatementsArePreparedOnce: after a first post, another post runs
+// every statement prepared: nothing runs unprepared and nothing new is
+// prepared, on the write connection or the read pool.
+func TestStatementsArePreparedOnce(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	defer s.Close()
+
+	require.NoError(t, post(ctx, s, "t1"))
+	writes, reads, unprepared := s.writer.stmts.len(), s.reads.len(), s.writer.unprepared
+	assert.NotZero(t, unprepared, "the first post's writes run unprepared once")
+	assert.GreaterOrEqual(t, writes, 6, "savepoint, release, owner, its read, claim, its release, new thread, sync mode")
+	assert.Equal(t, 3, reads, "owner, last seq, active run")
+
+	for _, th := range []string{"t2", "t3", "t4"} {
+		require.NoError(t, post(ctx, s, th))
+	}
+	assert.Equal(t, unprepared, s.writer.unprepared, "a statement ran unprepared again")
+	assert.Equal(t, writes, s.writer.stmts.len())
+	assert.Equal(t, reads, s.reads.len())
+	assert.Empty(t, s.writer.unseen)
+
+	// and what the posts wrote is there
+	for _, th := range []string{"t1", "t4"} {
+		owner, ok, err := s.ThreadOwner(ctx, th)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, "alice", owner)
+		seq, err := s.LastSeq(ctx, th)
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), seq)
+	}
+	threads, err := s.Threads(ctx, "", 10)
+	require.NoError(t, err)
+	assert.Len(t, threads, 4)
+}
+
+// BenchmarkPostStatements makes the store calls of posts to new threads
+// from many goroutines at once (post): "unprepared" runs every statement
+// but the event inserts unprepared, as the store did before it kept them
+// prepared; "prepared" as it does now. cpu-µs/op is the process's CPU time
+// (user and system) per post, steadier than ns/op on a shared machine.
+func BenchmarkPostStatements(b *testing.B) {
+	for _, mode := range []string{"unprepared", "prepared"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := b.Context()
+			s, err := Open(ctx, Options{Dir: b.TempDir()})
+			require.NoError(b, err)
+			defer s.Close()
+			if mode == "unprepared" {
+				s.reads, s.writer.stmts = nil, nil
+			}
+			var n atomic.Int64
+			b.SetParallelism(50) // 100 goroutines on 2 cores
+			cpu0 := cpuTime(b)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					require.NoError(b, post(ctx, s, fmt.Sprint("t", n.Add(1))))
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
