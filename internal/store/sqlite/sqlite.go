@@ -5,7 +5,8 @@
 // appends go through one writer goroutine that owns the only write
 // connection and commits every append waiting at that moment in one
 // transaction (group commit, see internal/groupcommit); reads use a separate
-// pool of query-only connections.
+// pool of query-only connections. Every statement but a PRAGMA is kept
+// prepared once it has run (stmts.go).
 //
 // Durability is chosen with Options.Synchronous. FULL, the default, syncs
 // the WAL on every commit, so an acknowledged append survives power loss and
