@@ -145,11 +145,14 @@ func TestAgentchatStreamUnknownValueIsRefused(t *testing.T) {
 func TestAgentchatStreamModesShareSession(t *testing.T) {
 	ts := startServer(t, testConfig(t), Options{})
 	chunks, whole := dial(t, ts.url()+"?stream=chunks"), dial(t, ts.url()+"?stream=message")
-	// Both join the session with a chat of their own.
-	chunks.chat("echo from chunks", "mixed")
-	chunks.expect(userMessage("echo from chunks"))
-	chunks.expectChunks("You said: echo from chunks")
-	whole.chat("tag mixed", "mixed")
+	// Both join the session with a chat of their own. The whole message
+	// is sent once the session has seen it completed, so chunks joins
+	// after that turn: a socket that joins while a message streams is
+	// sent what streamed so far, and the last chunk reaching a socket
+	// says nothing about whether the message is over.
+	whole.chat("echo from whole", "mixed")
+	whole.expect(userMessage("echo from whole"), agentMessage("You said: echo from whole"))
+	chunks.chat("tag mixed", "mixed")
 	for _, c := range []*wsClient{chunks, whole} {
 		c.expect(userMessage("tag mixed"))
 	}
