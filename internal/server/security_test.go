@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -535,7 +536,10 @@ func TestHalfSentRequestsCannotHoldAnAddress(t *testing.T) {
 
 	require.NoError(t, halves[0].SetReadDeadline(time.Now().Add(frameTimeout)))
 	_, err := halves[0].Read(make([]byte, 1))
-	assert.ErrorIs(t, err, io.EOF, "the oldest half-sent request's connection was closed")
+	// Closed: an end of stream, or a reset when the server closed it before
+	// reading the half request it had been sent (a busy machine).
+	assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+		"the oldest half-sent request's connection was closed, got %v", err)
 
 	_, err = dialWS(url, nil)
 	require.Error(t, err, "a third session from one address")
