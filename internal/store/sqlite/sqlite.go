@@ -5,8 +5,9 @@
 // appends go through one writer goroutine that owns the only write
 // connection and commits every append waiting at that moment in one
 // transaction (group commit, see internal/groupcommit); reads use a separate
-// pool of query-only connections. Every statement but a PRAGMA is kept
-// prepared once it has run (stmts.go).
+// pool of query-only connections. Statements are kept prepared: the hot
+// ones from Open, the rest once they have run (stmts.go); a PRAGMA is not,
+// but for data_version, which SQLite reads when it runs.
 //
 // Durability is chosen with Options.Synchronous. FULL, the default, syncs
 // the WAL on every commit, so an acknowledged append survives power loss and

@@ -23,7 +23,8 @@ import (
 // its arguments) is run unprepared. A PRAGMA is never kept: SQLite carries
 // most of them out while it prepares them, so running one prepared again
 // would neither set nor read anything (a kept "PRAGMA synchronous = FULL"
-// would leave commits unsynced).
+// would leave commits unsynced). The writer's "PRAGMA data_version", which
+// SQLite reads when it runs, is prepared on its own (prepareWriter).
 
 // stmts is a cache of statements prepared on one pool, by their text. A
 // nil *stmts keeps nothing: its users run their statements unprepared (the

@@ -28,9 +28,25 @@ const (
 // into its statement journal first.
 var insertChunks = []int{32, 8, 1}
 
-// threadChunks are the row counts of the statements that record new
-// threads (beginThreads), largest first, as insertChunks are for events.
-var threadChunks = []int{32, 8, 1}
+// beginThreadsSQL are the statements that record new threads
+// (beginThreads), by the rows each records (insertChunks): ?1 is the
+// time, ?2 onwards the threads.
+var beginThreadsSQL = func() map[int]string {
+	m := map[int]string{}
+	for _, n := range insertChunks {
+		var q strings.Builder
+		q.WriteString(`INSERT OR ROLLBACK INTO threads (id, created) VALUES `)
+		for i := range n {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "(?%d, ?1)", i+2)
+		}
+		q.WriteString(` ON CONFLICT (id) DO NOTHING`)
+		m[n] = q.String()
+	}
+	return m
+}()
 
 // writer is what the writer goroutine keeps between batches: prepared
 // statements on the write connection and a cache of last seqs. Only flush
@@ -286,11 +302,11 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []any) error {
 }
 
 // beginThreads records threads that begin in this batch, with the fewest
-// statements threadChunks allow.
+// statements insertChunks allow.
 func beginThreads(ctx context.Context, tx wtx, threads []string) error {
 	now := time.Now().UnixMicro()
-	for _, n := range threadChunks {
-		q := beginThreadsSQL(n)
+	for _, n := range insertChunks {
+		q := beginThreadsSQL[n]
 		for len(threads) >= n {
 			args := make([]any, 0, n+1)
 			args = append(args, now)
@@ -304,19 +320,4 @@ func beginThreads(ctx context.Context, tx wtx, threads []string) error {
 		}
 	}
 	return nil
-}
-
-// beginThreadsSQL is the statement that records n threads: ?1 is the time,
-// ?2 to ?n+1 the threads.
-func beginThreadsSQL(n int) string {
-	var q strings.Builder
-	q.WriteString(`INSERT OR ROLLBACK INTO threads (id, created) VALUES `)
-	for i := range n {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		fmt.Fprintf(&q, "(?%d, ?1)", i+2)
-	}
-	q.WriteString(` ON CONFLICT (id) DO NOTHING`)
-	return q.String()
 }
