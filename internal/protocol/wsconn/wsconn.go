@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -84,11 +85,13 @@ type Conn struct {
 	ctx    context.Context    // the connection's: ends when the socket closes
 	end    context.CancelFunc // ends ctx once the socket is closed
 	writer sync.WaitGroup     // the writer goroutine, while one runs
-	// The writers' context and its deadline (writeContext); only the
-	// writer of the moment uses them.
-	wctx    context.Context
-	wcancel context.CancelFunc
-	wuntil  time.Time
+	// The writers' deadline (armWriteDeadline): wtimer, made by the
+	// first write, cuts a write that is still under way at wuntil (unix
+	// ns); wbusy is set while a write is. Only the writer of the moment
+	// arms it.
+	wtimer *time.Timer
+	wuntil atomic.Int64
+	wbusy  atomic.Bool
 
 	mu      sync.Mutex
 	queue   [][]byte // frames waiting for the writer
@@ -283,25 +286,44 @@ func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool)
 
 func (c *Conn) write(f []byte) error {
 	c.opts.Metrics.FrameSent(c.opts.Protocol, 1)
-	return c.ws.Write(c.writeContext(), websocket.MessageText, f)
+	c.armWriteDeadline()
+	c.wbusy.Store(true)
+	// The context has no Done: the deadline is the timer's, and a
+	// context that can end costs coder/websocket a context.AfterFunc per
+	// write. The connection's end closes the socket, which ends a write.
+	err := c.ws.Write(context.Background(), websocket.MessageText, f)
+	c.wbusy.Store(false)
+	return err
 }
 
-// writeContext is the context that bounds a write: the connection's, with
-// a deadline of the write timeout that moves only once half of it has
-// passed (a context and its timer per frame cost more than writing a small
-// frame), so that a write that blocks is cut after between half the
-// timeout and all of it. Only the writer calls it; a writer that finds
-// the queue empty lets it go.
-func (c *Conn) writeContext() context.Context {
-	now := time.Now()
-	if c.wctx == nil || c.wuntil.Sub(now) < c.opts.WriteTimeout/2 {
-		if c.wcancel != nil {
-			c.wcancel()
-		}
-		c.wuntil = now.Add(c.opts.WriteTimeout)
-		c.wctx, c.wcancel = context.WithDeadline(c.ctx, c.wuntil)
+// armWriteDeadline sets the deadline that bounds a write: the write
+// timeout from now, moved only once half of it has passed (a context or a
+// timer reset per frame costs more than writing a small frame), so that a
+// write that blocks is cut after between half the timeout and all of it.
+// The deadline is stored before the write is marked under way, so the
+// timer never judges a new write by an old deadline. Only the writer
+// calls it; an idle socket keeps the stopped or spent timer, nothing else.
+func (c *Conn) armWriteDeadline() {
+	now := time.Now().UnixNano()
+	if c.wuntil.Load()-now >= int64(c.opts.WriteTimeout/2) {
+		return
 	}
-	return c.wctx
+	c.wuntil.Store(now + int64(c.opts.WriteTimeout))
+	if c.wtimer == nil {
+		c.wtimer = time.AfterFunc(c.opts.WriteTimeout, c.writeTimedOut)
+		return
+	}
+	c.wtimer.Reset(c.opts.WriteTimeout)
+}
+
+// writeTimedOut runs when the write deadline passes: a write still under
+// way is cut by closing the socket under it, and the writer, its write
+// failed, ends the connection. A timer that fires late, after the
+// deadline moved on, finds it not yet passed and does nothing.
+func (c *Conn) writeTimedOut() {
+	if c.wbusy.Load() && time.Now().UnixNano() >= c.wuntil.Load() {
+		_ = c.ws.CloseNow()
+	}
 }
 
 // writeOut is the writer: it owns every write to the socket, including
@@ -324,12 +346,6 @@ func (c *Conn) writeOut() {
 		batch, c.queue = c.queue, batch
 		closing := c.closing
 		if len(batch) == 0 && !closing {
-			// Idle: the write context and its timer go with the writer;
-			// the next writer makes its own.
-			if c.wcancel != nil {
-				c.wcancel()
-				c.wctx, c.wcancel = nil, nil
-			}
 			c.writing = false
 			c.mu.Unlock()
 			return
