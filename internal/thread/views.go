@@ -259,15 +259,17 @@ type Subscription struct {
 	wake   waker
 	events chan event.Event
 	stop   chan struct{}
-	done   chan struct{}
+	ended  chan struct{} // closed once err and last are set, before events is closed
+	done   chan struct{} // closed after events
 	once   sync.Once
-	err    error // read after done
-	last   int64 // read after done
+	err    error // read after ended
+	last   int64 // read after ended
 }
 
 // NewSubscription opens a Subscription.
 func NewSubscription(open Open) (*Subscription, error) {
-	s := &Subscription{wake: newWaker(), events: make(chan event.Event), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Subscription{wake: newWaker(), events: make(chan event.Event), stop: make(chan struct{}),
+		ended: make(chan struct{}), done: make(chan struct{})}
 	p, err := open(s.wake.kick)
 	if err != nil {
 		return nil, err
@@ -283,8 +285,11 @@ func (s *Service) Subscribe(ctx context.Context, thread string, after int64) (*S
 }
 
 func (s *Subscription) run() {
+	// In this order: a consumer that sees Events closed and asks Err or
+	// Last finds them set.
 	defer close(s.done)
 	defer close(s.events)
+	defer close(s.ended)
 	defer func() { s.last = s.p.Last() }()
 	defer s.p.Close()
 	for {
@@ -327,7 +332,7 @@ func (s *Subscription) Head() int64 { return s.p.Head() }
 // closed.
 func (s *Subscription) Err() error {
 	select {
-	case <-s.done:
+	case <-s.ended:
 		return s.err
 	default:
 		return nil
@@ -337,7 +342,7 @@ func (s *Subscription) Err() error {
 // Last is the seq of the last event sent on Events (or the one the
 // subscription started after); read it once Events is closed.
 func (s *Subscription) Last() int64 {
-	<-s.done
+	<-s.ended
 	return s.last
 }
 
