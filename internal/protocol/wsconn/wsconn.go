@@ -302,7 +302,8 @@ func (c *Conn) write(f []byte) error {
 // write that blocks is cut after between half the timeout and all of it.
 // The deadline is stored before the write is marked under way, so the
 // timer never judges a new write by an old deadline. Only the writer
-// calls it; an idle socket keeps the stopped or spent timer, nothing else.
+// calls it; an idle socket keeps the spent timer, nothing else, and a
+// closed one stops it (finish).
 func (c *Conn) armWriteDeadline() {
 	now := time.Now().UnixNano()
 	if c.wuntil.Load()-now >= int64(c.opts.WriteTimeout/2) {
@@ -368,7 +369,7 @@ func (c *Conn) writeOut() {
 				}
 				c.Close(websocket.StatusInternalError, "write failed")
 				_ = c.ws.CloseNow()
-				c.end()
+				c.finish()
 				return
 			}
 		}
@@ -397,6 +398,16 @@ func (c *Conn) closeSocket() {
 	code, reason := c.code, c.reason
 	c.mu.Unlock()
 	_ = c.ws.Close(code, reason)
+	c.finish()
+}
+
+// finish is the writer's last act on a closed socket: it stops the write
+// deadline's timer, which would otherwise keep the connection until it
+// fired, and ends the connection's context.
+func (c *Conn) finish() {
+	if c.wtimer != nil {
+		c.wtimer.Stop()
+	}
 	c.end()
 }
 
