@@ -191,6 +191,11 @@ func (m *Manager) startHere(ctx context.Context, thread string, in Input, p *pre
 		}
 		return claimedElsewhere, nil
 	}
+	// The message is in the log, and the thread is the run's: what is left
+	// of the post is done whatever becomes of its poster, whose context may
+	// end as soon as it has seen its message (a client's socket closed by
+	// a shutdown: TestPostOutlivesItsPoster).
+	ctx = context.WithoutCancel(ctx)
 	if err := m.adopt(ctx, o); err != nil {
 		gate.undo()
 		if in.Options.Compact {

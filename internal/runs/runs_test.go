@@ -56,6 +56,9 @@ type watched struct {
 	// beforeMessage, when set, is called before a user's message is
 	// committed; an error it returns is the commit's.
 	beforeMessage func(msg event.Event) error
+	// afterClaim, when set, is called when a run's claim and its user's
+	// message have been committed together, before the commit returns.
+	afterClaim func()
 	// previewed are the previews runs sent, in order: an agent with
 	// LiveDeltas sends its deltas and marks ahead of their commit.
 	previewed []event.Event
@@ -101,8 +104,12 @@ func (w *watched) ClaimAndAppend(ctx context.Context, c store.RunClaim, lease ti
 	if err == nil {
 		w.mu.Lock()
 		w.together++
+		hook := w.afterClaim
 		w.mu.Unlock()
 		w.saw(out)
+		if hook != nil {
+			hook()
+		}
 	}
 	return out, err
 }

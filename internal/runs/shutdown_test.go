@@ -144,3 +144,24 @@ func TestPostRacingShutdown(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, evs, "nothing was written after Shutdown returned")
 }
+
+// TestPostOutlivesItsPoster cancels a Post's context the moment its
+// message is committed, as a WebSocket closed by a shutdown does to the
+// post of a client that has just seen its message: the post is the
+// thread's from that commit on, so its run starts and ends as any other,
+// rather than failing to start.
+func TestPostOutlivesItsPoster(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	e.log.mu.Lock()
+	e.log.afterClaim = cancel
+	e.log.mu.Unlock()
+
+	p, err := e.m.Post(ctx, "t1", runs.Input{Text: "hello"})
+	require.NoError(t, err)
+	require.Error(t, ctx.Err(), "the hook did not run")
+	end := e.log.waitFor(t, 1, ended(p.Run))
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
+	assert.Equal(t, []string{"message.user 1", "run.started 1", "run.completed 1"}, e.events("t1", map[string]string{p.Run: "1"}))
+}
