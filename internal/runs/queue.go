@@ -145,8 +145,11 @@ func (m *Manager) letGo(o *owner, claim store.RunClaim) {
 
 // kick makes sure queued input of a thread nobody owns runs: it claims the
 // thread and starts the queue's first input (takeQueue). A claimed thread
-// is its owner's to run.
+// is its owner's to run. The input is in the queue already, so kick does
+// its part whatever becomes of ctx (a poster's, which may end as soon as
+// its post returns: TestQueuedPostOutlivesItsPoster).
 func (m *Manager) kick(ctx context.Context, thread string) {
+	ctx = context.WithoutCancel(ctx)
 	n, err := m.cfg.Claims.QueueLen(ctx, thread)
 	if err != nil {
 		m.logger.Error("read the thread's queue", "thread", thread, "err", err)
@@ -155,7 +158,7 @@ func (m *Manager) kick(ctx context.Context, thread string) {
 	if n == 0 {
 		return
 	}
-	if _, err := m.takeQueue(context.WithoutCancel(ctx), thread); err != nil && !errors.Is(err, ErrShuttingDown) {
+	if _, err := m.takeQueue(ctx, thread); err != nil && !errors.Is(err, ErrShuttingDown) {
 		m.logger.Error("start the thread's queued input", "thread", thread, "err", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/runs"
+	"github.com/agentwire/agentwire/internal/store"
 )
 
 func TestShutdownCancelsWhenGraceEnds(t *testing.T) {
@@ -164,4 +165,45 @@ func TestPostOutlivesItsPoster(t *testing.T) {
 	end := e.log.waitFor(t, 1, ended(p.Run))
 	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
 	assert.Equal(t, []string{"message.user 1", "run.started 1", "run.completed 1"}, e.events("t1", map[string]string{p.Run: "1"}))
+}
+
+// lettingGo is the store of a node whose claim on a thread goes the moment
+// a post's input joins the thread's queue, as when the thread's owner lets
+// it go just then; the hook also ends the poster's context.
+type lettingGo struct {
+	store.Runs
+	onEnqueue func()
+}
+
+func (l *lettingGo) EnqueueInput(ctx context.Context, thread string, in store.QueuedInput) error {
+	err := l.Runs.EnqueueInput(ctx, thread, in)
+	if err == nil && l.onEnqueue != nil {
+		l.onEnqueue()
+	}
+	return err
+}
+
+// TestQueuedPostOutlivesItsPoster posts to a thread claimed by a node that
+// takes no commands (one letting the thread go): the input joins the
+// thread's queue, and the claim goes with the poster's context at that
+// moment. The post still sees its input run, as the claim is free.
+func TestQueuedPostOutlivesItsPoster(t *testing.T) {
+	e := newEnv(t)
+	held := store.RunClaim{Thread: "t1", Run: event.NewID(), Node: "node-going"}
+	require.NoError(t, e.store.ClaimRun(t.Context(), held, time.Minute))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	claims := &lettingGo{Runs: e.store, onEnqueue: func() {
+		assert.NoError(t, e.store.ReleaseRun(context.Background(), held))
+		cancel()
+	}}
+	m := runs.New(runs.Config{Log: e.log, Claims: claims, Bus: e.bus, Runner: e.agent, Node: "node-here"})
+	t.Cleanup(func() { m.Shutdown(t.Context()) })
+
+	p, err := m.Post(ctx, "t1", runs.Input{Text: "hello"})
+	require.NoError(t, err)
+	require.True(t, p.Queued, "the thread was claimed: the input waits in its queue")
+	require.Error(t, ctx.Err(), "the hook did not run")
+	end := e.log.waitFor(t, 1, ended(p.Run))
+	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
 }
