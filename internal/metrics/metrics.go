@@ -178,17 +178,34 @@ func (m *Metrics) ConnOpened(protocol string) (closed func()) {
 	return g.Dec
 }
 
-// FrameSent counts n frames sent to a client of protocol.
-func (m *Metrics) FrameSent(protocol string, n int) {
-	if m != nil {
-		m.framesOut.WithLabelValues(protocol).Add(float64(n))
+// Frames are the frame counters of one protocol, looked up once (by a
+// connection when it opens) so that a frame costs an atomic add rather than
+// a lookup by label: per frame, that lookup was 3.4 % of the server's CPU
+// in a threads fan-out profile. The zero Frames counts nothing.
+type Frames struct {
+	sent, received prometheus.Counter
+}
+
+// Frames returns the frame counters of protocol; on a nil *Metrics, the
+// zero Frames.
+func (m *Metrics) Frames(protocol string) Frames {
+	if m == nil {
+		return Frames{}
+	}
+	return Frames{sent: m.framesOut.WithLabelValues(protocol), received: m.framesIn.WithLabelValues(protocol)}
+}
+
+// Sent counts a frame sent to a client.
+func (f Frames) Sent() {
+	if f.sent != nil {
+		f.sent.Inc()
 	}
 }
 
-// FrameReceived counts a frame received from a client of protocol.
-func (m *Metrics) FrameReceived(protocol string) {
-	if m != nil {
-		m.framesIn.WithLabelValues(protocol).Inc()
+// Received counts a frame received from a client.
+func (f Frames) Received() {
+	if f.received != nil {
+		f.received.Inc()
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 func TestNilCountsNothing(t *testing.T) {
 	var m *metrics.Metrics
 	m.ConnOpened("p")()
-	m.FrameSent("p", 1)
-	m.FrameReceived("p")
+	m.Frames("p").Sent()
+	m.Frames("p").Received()
+	metrics.Frames{}.Sent()
 	m.SlowConsumer("p")
 	m.RunStarted()
 	m.RunFinished("completed")
@@ -41,7 +42,11 @@ func TestNilCountsNothing(t *testing.T) {
 func TestScrape(t *testing.T) {
 	m := metrics.New()
 	closed := m.ConnOpened("agentchat")
-	m.FrameSent("agentchat", 3)
+	frames := m.Frames("agentchat")
+	for range 3 {
+		frames.Sent()
+	}
+	m.Frames("agentchat").Received()
 	m.ToolJudged("bash", metrics.VerdictAsked)
 	start := time.Now()
 	m.ModelCall("openai", "gpt-4o-mini", start, start.Add(10*time.Millisecond), start.Add(50*time.Millisecond), 100, 20)
@@ -67,6 +72,7 @@ func TestScrape(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`agentwire_frames_sent_total{protocol="agentchat"} 3`,
+		`agentwire_frames_received_total{protocol="agentchat"} 1`,
 		`agentwire_tool_calls_total{tool="bash",verdict="asked"} 1`,
 		`agentwire_previews_total{result="dropped"} 1`,
 		`go_goroutines`,

@@ -75,7 +75,8 @@ type Handler struct {
 	abort       context.Context // cancelled when Shutdown stops waiting for streams
 	cancelAbort context.CancelFunc
 
-	frames *protocol.SharedFrames[sharedKey, sse.Frame] // what each thread's streams share
+	frames  *protocol.SharedFrames[sharedKey, sse.Frame] // what each thread's streams share
+	counted metrics.Frames                               // the frames its streams send
 
 	verify func(frame []byte) // nil unless the server checks its events (tests)
 }
@@ -97,7 +98,7 @@ func newHandler(core protocol.Core, opts Options, verify func([]byte)) *Handler 
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: newSharedFrames(), verify: verify}
+	h := &Handler{core: core, opts: opts, log: opts.Logger, frames: newSharedFrames(), counted: opts.Metrics.Frames(Name), verify: verify}
 	h.stopping = h.streams.Stopping()
 	h.abort, h.cancelAbort = context.WithCancel(context.Background())
 	h.mux = http.NewServeMux()

@@ -361,7 +361,7 @@ func (s *stream) putFrame(f sse.Frame) error {
 		s.deadline()
 	}
 	s.unsent++
-	s.h.opts.Metrics.FrameSent(Name, 1)
+	s.h.counted.Sent()
 	return s.sw.Frame(f)
 }
 

@@ -82,6 +82,7 @@ const (
 type Conn struct {
 	ws     *websocket.Conn
 	opts   Options
+	frames metrics.Frames     // opts.Protocol's
 	ctx    context.Context    // the connection's: ends when the socket closes
 	end    context.CancelFunc // ends ctx once the socket is closed
 	writer sync.WaitGroup     // the writer goroutine, while one runs
@@ -160,7 +161,7 @@ func accept(w http.ResponseWriter, r *http.Request, reg *Registry, opts Options)
 	}
 	ws.SetReadLimit(opts.ReadLimit)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	c := &Conn{ws: ws, opts: opts, ctx: ctx, end: cancel}
+	c := &Conn{ws: ws, opts: opts, frames: opts.Metrics.Frames(opts.Protocol), ctx: ctx, end: cancel}
 	reg.add(c)
 	opened := opts.Metrics.ConnOpened(opts.Protocol)
 	return func(handle func(ctx context.Context, c *Conn) error) {
@@ -185,7 +186,7 @@ const ReasonInvalidUTF8 = "a text frame must be UTF-8"
 func (c *Conn) Read(ctx context.Context) ([]byte, error) {
 	typ, b, err := c.ws.Read(ctx)
 	if err == nil {
-		c.opts.Metrics.FrameReceived(c.opts.Protocol)
+		c.frames.Received()
 	}
 	if err == nil && typ == websocket.MessageText && !utf8.Valid(b) {
 		c.Close(websocket.StatusInvalidFramePayloadData, ReasonInvalidUTF8)
@@ -285,7 +286,7 @@ func (c *Conn) closeLocked(code websocket.StatusCode, reason string, flush bool)
 }
 
 func (c *Conn) write(f []byte) error {
-	c.opts.Metrics.FrameSent(c.opts.Protocol, 1)
+	c.frames.Sent()
 	c.armWriteDeadline()
 	c.wbusy.Store(true)
 	// The context has no Done: the deadline is the timer's, and a
