@@ -18,17 +18,22 @@ func TestShutdownEndsAndWaits(t *testing.T) {
 	require.True(t, ok)
 	defer cancel()
 	stopped := make(chan struct{})
-	left := make(chan struct{})
+	leaving := make(chan struct{}) // closed just before the stream leaves (done)
+	exited := make(chan struct{})
 	go func() {
-		defer close(left)
+		defer close(exited)
 		<-sctx.Done()
 		<-stopped // the stop hook ran before the stream leaves
+		close(leaving)
 		done()
 	}()
+	defer func() { <-exited }()
 	err := g.Shutdown(context.Background(), func() { close(stopped) })
 	require.NoError(t, err)
+	// What the stream did before it left happened before Shutdown
+	// returned; what it does after done may not have.
 	select {
-	case <-left:
+	case <-leaving:
 	default:
 		t.Fatal("Shutdown returned before the stream left")
 	}
