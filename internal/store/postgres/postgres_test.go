@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	neturl "net/url"
 	"os"
 	"strings"
 	"testing"
@@ -20,7 +22,11 @@ const urlEnv = "AGENTWIRE_TEST_POSTGRES_URL"
 
 func TestMain(m *testing.M) {
 	storetest.CrashChild(func(ctx context.Context, schema string) (store.Log, error) {
-		return postgres.Open(ctx, os.Getenv(urlEnv), postgres.Options{Schema: schema, MaxConns: 2})
+		url, err := crashChildURL(os.Getenv(urlEnv), schema)
+		if err != nil {
+			return nil, err
+		}
+		return postgres.Open(ctx, url, postgres.Options{Schema: schema, MaxConns: 2})
 	})
 	code := m.Run()
 	cleanupBench()
@@ -86,7 +92,51 @@ func TestCrashDurability(t *testing.T) {
 	schema := newSchema(t)
 	storetest.Crash(t, schema, func(ctx context.Context, schema string) (store.Log, error) {
 		return postgres.Open(ctx, dbURL(t), postgres.Options{Schema: schema, MaxConns: 2})
-	}, 20)
+	}, 20, func(t *testing.T) { endCrashChildSessions(t, schema) })
+}
+
+// crashChildURL is the URL a crash child of schema connects with: base
+// with an application_name that endCrashChildSessions finds its sessions
+// by.
+func crashChildURL(base, schema string) (string, error) {
+	u, err := neturl.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("parse %s: %w", urlEnv, err)
+	}
+	q := u.Query()
+	q.Set("application_name", "crash-"+schema)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+// endCrashChildSessions ends the server sessions of a killed crash child
+// of schema and waits until they are gone. A session outlives its killed
+// client until it next reads or writes: one in the middle of a commit
+// finishes it, after the kill, and the check must not start before it
+// has (a LastSeq read after that commit once counted an event the read
+// before it had not seen).
+func endCrashChildSessions(t *testing.T, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL(t))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	app := "crash-" + schema
+	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
+	require.NoError(t, err)
+	for {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d sessions of the killed crash child still open", n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // TestSharedWriters appends to the same threads from 24 goroutines over four

@@ -49,7 +49,7 @@ func TestCrashDurability(t *testing.T) {
 	}
 	storetest.Crash(t, t.TempDir(), func(ctx context.Context, dir string) (store.Log, error) {
 		return sqlite.Open(ctx, sqlite.Options{Dir: dir})
-	}, 20)
+	}, 20, nil)
 }
 
 // TestSharedWriters opens the same file three times, as three processes

@@ -122,11 +122,18 @@ type ack struct {
 // moment, then reopens the store and checks that every acknowledged event is
 // there at its seq, that every thread is gapless, and that no append was
 // committed in part.
-func Crash(t *testing.T, target string, open Opener, kills int) {
+//
+// afterKill, when not nil, runs after each kill, before the store is
+// checked: a store served by another process (PostgreSQL) may still be
+// committing what the dead child had sent, and must let that end first.
+func Crash(t *testing.T, target string, open Opener, kills int, afterKill func(t *testing.T)) {
 	var acked []ack
 	for i := range kills {
 		acks := crashOnce(t, target, i)
 		acked = append(acked, acks...)
+		if afterKill != nil {
+			afterKill(t)
+		}
 		checkAfterCrash(t, target, open, acked)
 	}
 	t.Logf("%d kills, %d acknowledged events, all present", kills, len(acked))
