@@ -226,11 +226,41 @@ func (m *Manager) isStopping() bool {
 
 // Cancel cancels the thread's active run and drops its queued input.
 func (m *Manager) Cancel(ctx context.Context, thread string) error {
-	err := m.cfg.Bus.Send(ctx, thread, event.Command{Kind: event.CommandCancel})
+	err := m.command(ctx, thread, event.Command{Kind: event.CommandCancel})
 	if errors.Is(err, bus.ErrNoHandler) {
 		return ErrNoRun
 	}
 	return err
+}
+
+// ownerWait bounds how long command waits for the owner of a thread with
+// an active run to take its commands.
+const ownerWait = 2 * time.Second
+
+// command sends cmd to the thread's owner (bus.Send). When nobody takes
+// the thread's commands while it has an active run, its owner is between
+// committing the run's message and taking the thread's commands (a client
+// may answer the echo of its message at once), or between a run's end and
+// letting the thread go: command asks again until the owner answers, the
+// thread has no active run, or ownerWait has passed, and returns
+// bus.ErrNoHandler in the last two cases.
+func (m *Manager) command(ctx context.Context, thread string, cmd event.Command) error {
+	deadline := time.Now().Add(ownerWait)
+	for {
+		err := m.cfg.Bus.Send(ctx, thread, cmd)
+		if !errors.Is(err, bus.ErrNoHandler) || time.Now().After(deadline) {
+			return err
+		}
+		run, aerr := m.Active(ctx, thread)
+		if aerr != nil || run == "" {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // Resolve delivers a person's answer (cmd.Answers) to the run waiting for
@@ -244,7 +274,7 @@ func (m *Manager) Resolve(ctx context.Context, thread string, cmd event.Command)
 			return nil // a retry of an answer this node delivered
 		}
 	}
-	err := m.cfg.Bus.Send(ctx, thread, cmd)
+	err := m.command(ctx, thread, cmd)
 	if errors.Is(err, bus.ErrNoHandler) {
 		return ErrUnknownRequest
 	}

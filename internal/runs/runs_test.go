@@ -188,18 +188,23 @@ type env struct {
 // looks for the thread's owner.
 type hookedBus struct {
 	bus.Bus
-	mu     sync.Mutex
-	onSend func() // before a command is sent
+	mu        sync.Mutex
+	onSend    func()                             // before a command is sent
+	afterSend func(cmd event.Command, err error) // once it was, with the answer
 }
 
 func (h *hookedBus) Send(ctx context.Context, thread string, cmd event.Command) error {
 	h.mu.Lock()
-	hook := h.onSend
+	hook, after := h.onSend, h.afterSend
 	h.mu.Unlock()
 	if hook != nil {
 		hook()
 	}
-	return h.Bus.Send(ctx, thread, cmd)
+	err := h.Bus.Send(ctx, thread, cmd)
+	if after != nil {
+		after(cmd, err)
+	}
+	return err
 }
 
 // newEnv opens a SQLite store in a temporary folder and a Manager running

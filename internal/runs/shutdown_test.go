@@ -2,6 +2,7 @@ package runs_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentwire/agentwire/internal/bus"
 	"github.com/agentwire/agentwire/internal/event"
 	"github.com/agentwire/agentwire/internal/runs"
 	"github.com/agentwire/agentwire/internal/store"
@@ -206,4 +208,34 @@ func TestQueuedPostOutlivesItsPoster(t *testing.T) {
 	require.Error(t, ctx.Err(), "the hook did not run")
 	end := e.log.waitFor(t, 1, ended(p.Run))
 	assert.Equal(t, event.RunCompleted{Reason: "final_answer", Reply: "Echo: hello"}, end.Payload)
+}
+
+// TestCancelRightAfterTheEcho cancels a run the moment its message is
+// committed, before its owner takes the thread's commands, as a client
+// that answers the echo of its message at once does: the cancel finds
+// nobody taking the thread's commands, waits for the owner, and reaches
+// the run.
+func TestCancelRightAfterTheEcho(t *testing.T) {
+	e := newEnv(t)
+	refused := make(chan struct{})
+	var once sync.Once
+	e.bus.mu.Lock()
+	e.bus.afterSend = func(cmd event.Command, err error) {
+		if cmd.Kind == event.CommandCancel && errors.Is(err, bus.ErrNoHandler) {
+			once.Do(func() { close(refused) })
+		}
+	}
+	e.bus.mu.Unlock()
+	cancelled := make(chan error, 1)
+	e.log.mu.Lock()
+	e.log.afterClaim = func() {
+		go func() { cancelled <- e.m.Cancel(context.Background(), "t1") }()
+		<-refused // the cancel found nobody taking the thread's commands
+	}
+	e.log.mu.Unlock()
+
+	p := e.post("t1", "touch it") // waits for an approval, so it is still running
+	require.NoError(t, <-cancelled)
+	end := e.log.waitFor(t, 1, ended(p.Run))
+	assert.Equal(t, event.RunCancelled{Reason: "cancelled"}, end.Payload)
 }
