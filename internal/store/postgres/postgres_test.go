@@ -104,10 +104,13 @@ func crashChildURL(base, schema string) (string, error) {
 		return "", fmt.Errorf("parse %s: %w", urlEnv, err)
 	}
 	q := u.Query()
-	q.Set("application_name", "crash-"+schema)
+	q.Set("application_name", crashChildApp(schema))
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
+
+// crashChildApp is the application_name of the crash children of schema.
+func crashChildApp(schema string) string { return "crash-" + schema }
 
 // endCrashChildSessions ends the server sessions of a killed crash child
 // of schema and waits until they are gone. A session outlives its killed
@@ -122,7 +125,7 @@ func endCrashChildSessions(t *testing.T, schema string) {
 	conn, err := pgx.Connect(ctx, dbURL(t))
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	app := "crash-" + schema
+	app := crashChildApp(schema)
 	_, err = conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
 	require.NoError(t, err)
 	for {
