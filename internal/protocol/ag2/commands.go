@@ -28,6 +28,12 @@ func (s *session) handle(ctx context.Context, b []byte) {
 	m, err := ag2api.Decode(b)
 	if _, resume := m.(ag2api.ClientResume); !resume {
 		s.start.Do(func() { close(s.started) })
+		// client.resume goes to the follow, which serves it once the
+		// history is projected; every other message is answered against
+		// the projection.
+		if err := s.projected(ctx); err != nil {
+			return
+		}
 	}
 	if err == nil {
 		err = ag2api.Dispatch(ctx, s, m)

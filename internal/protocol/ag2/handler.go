@@ -67,6 +67,8 @@ type Handler struct {
 	rest      *restState      // ChatUI's REST calls and the sockets they reach (rest.go)
 	afterSeq  bool            // --ag2-resume=after-seq: a first resume replays only what follows its seq
 
+	waitingForHistory func() // nil unless a test watches a client's message wait for the history's projection
+
 	streams drain.Group // one per socket's follow goroutine
 	// frames is what the sockets of each chat share: the live frames
 	// that are the same on all of them, encoded once.
@@ -146,7 +148,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s := &session{h: h, chat: chat, workflow: workflow, ent: ent, user: user,
-		limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{})}
+		limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{}), history: make(chan struct{})}
 	s.proj = newProjector(chat, h.prices, h.model).inWorkflow(workflow)
 	// The REST calls find the chat's pending requests and its sockets'
 	// projectors through the open sockets (rest.go): tracked from before

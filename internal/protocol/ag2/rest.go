@@ -380,12 +380,16 @@ func (h *Handler) resolve(ctx context.Context, chat string, cmd event.Command) e
 	return h.core.Resolve(ctx, chat, cmd)
 }
 
-// pendingView is a projector that knows the chat's pending requests: an
-// open socket's, or one that projects the chat's events when none is open
-// here.
+// pendingView is a projector that knows the chat's pending requests: the
+// projector of an open socket that has projected the chat's history, or
+// one that projects the chat's events when there is none here.
 func (h *Handler) pendingView(ctx context.Context, chat string) (*projector, error) {
-	if ss := h.rest.sockets(chat); len(ss) > 0 {
-		return ss[0].proj, nil
+	for _, s := range h.rest.sockets(chat) {
+		select {
+		case <-s.history:
+			return s.proj, nil
+		default:
+		}
 	}
 	p := newProjector(chat, h.prices, h.model)
 	for seq := int64(0); ; {

@@ -31,6 +31,7 @@ type session struct {
 	frames              *protocol.ThreadFrames[frameKey, encoded] // what the chat's sockets share
 	resume              chan int64                                // client.resume's lastClientIndex, to the follow goroutine
 	started             chan struct{}                             // closed at the client's first message other than client.resume
+	history             chan struct{}                             // closed once proj has the chat's events up to when the socket opened (or the follow ended)
 	start               sync.Once
 	ag2api.UnimplementedHandler
 }
@@ -123,9 +124,13 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	// long history projected on a busy machine must not use it up.
 	var hold *time.Timer
 	var holdC <-chan time.Time
+	projected := false // history is closed
 	defer func() {
 		if hold != nil {
 			hold.Stop()
+		}
+		if !projected {
+			close(s.history)
 		}
 	}()
 	// live is whether a frame of the chat's stream has been sent live on
@@ -154,6 +159,10 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		// replays all of it.
 		var resume chan int64
 		if last >= head {
+			if !projected {
+				projected = true
+				close(s.history)
+			}
 			resume = s.resume
 			if hold == nil {
 				hold = time.NewTimer(holdLive)
@@ -231,6 +240,29 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 				}
 			}
 		}
+	}
+}
+
+// projected waits until the socket's projector has the chat's events up
+// to when the socket opened, which the client's messages are answered
+// against: a client that sends text the moment its socket opens, after a
+// turn whose approval was answered, must not find that approval still
+// pending in a projector halfway through the history (its text would be
+// taken for an answer to it).
+func (s *session) projected(ctx context.Context) error {
+	select {
+	case <-s.history:
+		return nil
+	default:
+	}
+	if s.h.waitingForHistory != nil {
+		s.h.waitingForHistory()
+	}
+	select {
+	case <-s.history:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
