@@ -150,6 +150,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := &session{h: h, chat: chat, workflow: workflow, ent: ent, user: user,
 		limiter: rate.NewLimiter(h.rate, h.burst), resume: make(chan int64), started: make(chan struct{}), history: make(chan struct{})}
 	s.proj = newProjector(chat, h.prices, h.model).inWorkflow(workflow)
+	// What the chat has when the upgrade is answered is its history; what
+	// comes after is live. The socket follows the chat only once it is
+	// open and checked, and a client that opens its socket and then posts
+	// a turn over REST (ChatUI) must get all of that turn live however
+	// long that takes.
+	if seq, err := h.core.LastSeq(r.Context(), chat); err == nil {
+		s.opened = seq
+	} else {
+		s.opened = -1 // unknown: the follow's own start is the history's end
+	}
 	// The REST calls find the chat's pending requests and its sockets'
 	// projectors through the open sockets (rest.go): tracked from before
 	// the upgrade is answered, so that a call the client makes the moment

@@ -3,6 +3,7 @@ package ag2_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,4 +154,77 @@ func TestRESTInputBesideASocketCatchingUp(t *testing.T) {
 	assert.Equal(t, "turn", a.Kind, "the text was taken for an answer")
 	release()
 	echoed(t, b)
+}
+
+// slowOpenStore is the server's store with a gate, once armed, on the
+// next check of a chat's scope: the check a socket makes after its
+// upgrade is answered and before it follows the chat.
+type slowOpenStore struct {
+	store.Store
+
+	mu      sync.Mutex
+	armed   bool
+	blocked chan struct{} // closed when a check waits at the gate
+	release chan struct{} // closed to let it through
+}
+
+func (s *slowOpenStore) arm() (blocked <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed, s.blocked, s.release = true, make(chan struct{}), make(chan struct{})
+	return s.blocked, sync.OnceFunc(func() { close(s.release) })
+}
+
+func (s *slowOpenStore) LastSeq(ctx context.Context, thread string) (int64, error) {
+	s.mu.Lock()
+	gate := s.armed && strings.HasPrefix(thread, "ag2-scope:")
+	if gate {
+		s.armed = false
+	}
+	blocked, release := s.blocked, s.release
+	s.mu.Unlock()
+	if gate {
+		close(blocked)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	return s.Store.LastSeq(ctx, thread)
+}
+
+// TestRESTTurnWhileTheSocketOpens: ChatUI opens its socket and then posts
+// the turn over REST. The socket is slow to start following the chat
+// (its scope check waits), and the whole turn is done before it does: it
+// still gets the turn live, since the turn came after its upgrade.
+func TestRESTTurnWhileTheSocketOpens(t *testing.T) {
+	slow := &slowOpenStore{}
+	cfg := testConfig(t)
+	h := &harness{t: t, cfg: cfg, srv: servertest.Start(t, cfg, servertest.Options{Server: server.Options{
+		Store: func(s store.Store) store.Store { slow.Store = s; return slow },
+	}})}
+	chat := h.startChat("default", "").ChatID
+	watcher := h.dialAs(chat, "e1", "u1") // sees the turn end
+
+	blocked, release := slow.arm()
+	defer release()
+	c := h.dialAs(chat, "e1", "u1")
+	select {
+	case <-blocked:
+	case <-time.After(frameTimeout):
+		t.Fatal("the socket did not check the chat's scope")
+	}
+	assert.Equal(t, "turn", h.input(chat, `{"message":"echo hello there"}`).Kind)
+	watcher.turn()
+	release()
+
+	frames := c.turn()
+	checkSeqs(t, frames)
+	texts := ofType(frames, ag2api.TypeChatText)
+	require.Len(t, texts, 1, "the turn's reply: %v", types(frames))
+	assert.Equal(t, "You said: echo hello there", texts[0].str("content"))
+	for _, f := range frames {
+		assert.False(t, f.replay, "a live frame is marked as replayed: %s", f.raw)
+	}
 }

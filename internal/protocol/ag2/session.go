@@ -32,6 +32,7 @@ type session struct {
 	resume              chan int64                                // client.resume's lastClientIndex, to the follow goroutine
 	started             chan struct{}                             // closed at the client's first message other than client.resume
 	history             chan struct{}                             // closed once proj has the chat's events up to when the socket opened (or the follow ended)
+	opened              int64                                     // the chat's last seq when the upgrade was answered; -1 when not known
 	start               sync.Once
 	ag2api.UnimplementedHandler
 }
@@ -116,6 +117,9 @@ const holdLive = 500 * time.Millisecond
 // client's first message or holdLive (see holdLive).
 func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	head := f.Head()
+	if s.opened >= 0 {
+		head = min(head, s.opened)
+	}
 	var last int64
 	scoped := false // the chat's scope was checked since it had events
 	holding, held := true, []frame(nil)
