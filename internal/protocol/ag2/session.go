@@ -128,13 +128,11 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 	// long history projected on a busy machine must not use it up.
 	var hold *time.Timer
 	var holdC <-chan time.Time
-	projected := false // history is closed
+	caughtUp := sync.OnceFunc(func() { close(s.history) })
+	defer caughtUp() // a follow that ends lets a waiting message go
 	defer func() {
 		if hold != nil {
 			hold.Stop()
-		}
-		if !projected {
-			close(s.history)
 		}
 	}()
 	// live is whether a frame of the chat's stream has been sent live on
@@ -163,10 +161,7 @@ func (s *session) follow(ctx context.Context, f *protocol.Follower) {
 		// replays all of it.
 		var resume chan int64
 		if last >= head {
-			if !projected {
-				projected = true
-				close(s.history)
-			}
+			caughtUp()
 			resume = s.resume
 			if hold == nil {
 				hold = time.NewTimer(holdLive)
