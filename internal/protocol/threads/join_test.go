@@ -67,6 +67,10 @@ func TestResumeWhileARunStartsAhead(t *testing.T) {
 	first := h.send(thread, "echo one")
 	require.Equal(t, "agent_text done", shape(first))
 	last := threads.EventID(first[len(first)-1])
+	// The first turn's done is committed before its run lets the thread
+	// go; a post before that would queue behind it and start without a
+	// claim of its own, never reaching the gate.
+	h.waitQuiet(thread, last)
 
 	arrived, open := held.shutGate()
 	defer open()
@@ -75,7 +79,11 @@ func TestResumeWhileARunStartsAhead(t *testing.T) {
 		got := h.send(thread, "echo two")
 		posted <- shape(got)
 	}()
-	<-arrived
+	select {
+	case <-arrived:
+	case got := <-posted:
+		t.Fatalf("the post ran (%s) without claiming the thread", got)
+	}
 
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, h.base+"/api/v1/threads/"+thread.String()+"/events", nil)
 	require.NoError(t, err)
@@ -108,4 +116,16 @@ func TestResumeWhileARunStartsAhead(t *testing.T) {
 	assert.Contains(t, names, "agent_text", "the new turn's text")
 	assert.NotContains(t, ids, last, "an event the client had came again")
 	assert.Equal(t, "agent_text done", <-posted)
+}
+
+// waitQuiet waits until the thread has no active run and shows nothing
+// after last: a stream resumed from last ends then, with done (it checks
+// again every heartbeat while a run is active).
+func (h *harness) waitQuiet(thread uuid.UUID, last string) {
+	h.t.Helper()
+	s, err := h.client.Resume(h.t.Context(), thread, last)
+	require.NoError(h.t, err)
+	defer s.Close()
+	got := readAll(h.t, s)
+	require.Equal(h.t, "done", shape(got), "the thread after its last event")
 }
