@@ -206,6 +206,11 @@ func TestRESTTurnWhileTheSocketOpens(t *testing.T) {
 	}})}
 	chat := h.startChat("default", "").ChatID
 	watcher := h.dialAs(chat, "e1", "u1") // sees the turn end
+	// The watcher's own scope check must be behind it before the gate is
+	// armed, or the gate holds the watcher instead: a socket reads no
+	// message before its check, so an answered resume shows it is past.
+	watcher.resume(0)
+	watcher.until(ag2api.TypeChatResumeBoundary)
 
 	blocked, release := slow.arm()
 	defer release()
