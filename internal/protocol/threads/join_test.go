@@ -76,12 +76,16 @@ func TestResumeWhileARunStartsAhead(t *testing.T) {
 	defer open()
 	posted := make(chan string, 1)
 	go func() {
+		defer close(posted) // also when send fails the test and exits
 		got := h.send(thread, "echo two")
 		posted <- shape(got)
 	}()
 	select {
 	case <-arrived:
-	case got := <-posted:
+	case got, ok := <-posted:
+		if !ok {
+			t.Fatal("the post failed before it claimed the thread")
+		}
 		t.Fatalf("the post ran (%s) without claiming the thread", got)
 	}
 
